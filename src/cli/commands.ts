@@ -1,0 +1,134 @@
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Role } from "../../gen/platform/v1/common_pb.js";
+import { buildApp } from "../app.js";
+import { loadConfig, loadStoreConfig, type Config } from "../config.js";
+import { DevIssuer } from "../integrations/identity/dev-issuer.js";
+import { createAuthenticator, type Authenticator } from "../integrations/identity/index.js";
+import { SecretBox } from "../lib/secret-box.js";
+import { createLogger } from "../log.js";
+import { createPlatform } from "../service/platform.js";
+import { createSqliteStore } from "../store/sqlite-store.js";
+
+function openStore(config = loadStoreConfig()) {
+  return createSqliteStore({ path: config.sqlitePath, synchronous: config.sqliteSynchronous });
+}
+
+// Store commands run with the operator's authority; no key is needed for
+// records without secrets, so a throwaway key is fine here.
+function operatorPlatform() {
+  const store = openStore();
+  const deny: Authenticator = { authenticate: () => Promise.reject(new Error("not used by the CLI")) };
+  return { store, platform: createPlatform({ store, secrets: new SecretBox(randomBytes(32)), authenticator: deny }) };
+}
+
+export async function migrate(): Promise<void> {
+  const config = loadStoreConfig();
+  await openStore(config).close();
+  console.log(`migrated ${config.sqlitePath}`);
+}
+
+export async function tenantCreate(slug: string, admin: string | undefined, displayName = ""): Promise<void> {
+  const { store, platform } = operatorPlatform();
+  try {
+    const { tenant } = await platform.invokeAsOperator("createTenant", { $typeName: "platform.v1.CreateTenantRequest", tenant: { $typeName: "platform.v1.Tenant", id: "", slug, displayName } });
+    console.log(`created tenant ${tenant?.slug} (${tenant?.id})`);
+    if (admin) await memberAdd(slug, admin, "admin", platform);
+  } finally {
+    await store.close();
+  }
+}
+
+export async function memberAdd(
+  tenant: string,
+  subject: string,
+  role: string,
+  platform = operatorPlatform().platform,
+): Promise<void> {
+  if (role !== "admin" && role !== "viewer") throw new Error(`--role must be admin or viewer, got "${role}"`);
+  const { member } = await platform.invokeAsOperator(
+    "addMember",
+    { $typeName: "platform.v1.AddMemberRequest", member: { $typeName: "platform.v1.Member", id: "", tenant, subject, role: role === "admin" ? Role.ADMIN : Role.VIEWER } },
+    tenant,
+  );
+  console.log(`added ${member?.subject} to ${tenant} as ${role}`);
+}
+
+async function serveWith(config: Config, authenticator: Authenticator, secrets: SecretBox, devIssuer?: DevIssuer) {
+  const logger = createLogger(config.logLevel);
+  const store = createSqliteStore({ path: config.sqlitePath, synchronous: config.sqliteSynchronous });
+  const { server } = await buildApp({
+    store,
+    secrets,
+    authenticator,
+    logger,
+    tenantClaim: config.tenantClaim,
+    metricsToken: config.metricsToken,
+    devIssuer,
+  });
+  await server.listen({ host: config.host, port: config.port });
+  const shutdown = async (signal: string) => {
+    logger.info({ signal }, "shutting down");
+    await server.close();
+    await store.close();
+    process.exit(0);
+  };
+  process.once("SIGTERM", () => void shutdown("SIGTERM"));
+  process.once("SIGINT", () => void shutdown("SIGINT"));
+  return { store, server };
+}
+
+export async function serve(): Promise<void> {
+  const config = loadConfig();
+  if (config.auth.mode === "dev") throw new Error("unreachable: serve never runs the dev issuer");
+  await serveWith(config, createAuthenticator(config.auth), SecretBox.fromBase64(config.secretKey!));
+}
+
+// The dev secret key is generated once and kept in the data dir, so sealed
+// secrets stay readable across restarts.
+function devSecretKey(dataDir: string): string {
+  const file = join(dataDir, "secret.key");
+  if (!existsSync(file)) {
+    mkdirSync(dataDir, { recursive: true });
+    writeFileSync(file, randomBytes(32).toString("base64"), { mode: 0o600 });
+  }
+  return readFileSync(file, "utf8").trim();
+}
+
+export async function dev(): Promise<void> {
+  const config = loadConfig(process.env, { dev: true });
+  if (config.auth.mode !== "dev") throw new Error("unreachable");
+  const issuer = await DevIssuer.load(config.dataDir, config.publicUrl, config.auth.audience);
+  const secrets = SecretBox.fromBase64(config.secretKey ?? devSecretKey(config.dataDir));
+  const { store } = await serveWith(config, issuer.authenticator(config.auth.clockToleranceSeconds), secrets, issuer);
+  if (!(await store.tenants.get("dev"))) {
+    const platform = createPlatform({ store, secrets, authenticator: issuer.authenticator(0) });
+    await platform.invokeAsOperator("createTenant", { $typeName: "platform.v1.CreateTenantRequest", tenant: { $typeName: "platform.v1.Tenant", id: "", slug: "dev", displayName: "Development" } });
+    await platform.invokeAsOperator(
+      "addMember",
+      { $typeName: "platform.v1.AddMemberRequest", member: { $typeName: "platform.v1.Member", id: "", tenant: "dev", subject: issuer.clientId, role: Role.ADMIN } },
+      "dev",
+    );
+  }
+  const base = config.publicUrl;
+  const tokenBody = JSON.stringify({
+    client_id: issuer.clientId,
+    client_secret: issuer.clientSecret,
+    audience: issuer.audience,
+    grant_type: "client_credentials",
+  });
+  console.log(`
+agentplane dev is listening on ${base} (data in ${config.dataDir})
+dev client: ${issuer.clientId} / ${issuer.clientSecret}   tenant: dev (the client is its admin)
+
+Get a token:
+  TOKEN=$(curl -s -X POST ${base}/oauth/token -H 'content-type: application/json' -d '${tokenBody}' | node -pe 'JSON.parse(require("fs").readFileSync(0, "utf8")).access_token')
+
+List agents (Connect, with buf curl):
+  npx buf curl --schema proto --header "Authorization: Bearer $TOKEN" --header "X-Platform-Tenant: dev" --data '{}' ${base}/platform.v1.PlatformService/ListAgents
+
+The same over REST:
+  curl -s -H "Authorization: Bearer $TOKEN" -H "X-Platform-Tenant: dev" ${base}/api/v1/agents
+`);
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env node
+import { parseArgs } from "node:util";
+import { ConfigError } from "../config.js";
+import { dev, memberAdd, migrate, serve, tenantCreate } from "./commands.js";
+
+const USAGE = `usage:
+  agentplane serve                                   run the service (configured by AGENTPLANE_* variables)
+  agentplane dev                                     run locally: SQLite in ./data, embedded token issuer
+  agentplane migrate                                 apply database migrations
+  agentplane tenant create <slug> [--admin <subject>] [--display-name <name>]
+  agentplane member add <tenant> <subject> [--role admin|viewer]`;
+
+async function main(argv: string[]): Promise<void> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      admin: { type: "string" },
+      "display-name": { type: "string" },
+      role: { type: "string", default: "viewer" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+  const [command, sub, ...rest] = positionals;
+  if (values.help || !command) return void console.log(USAGE);
+  switch (`${command}${sub && command !== "serve" && command !== "dev" && command !== "migrate" ? " " + sub : ""}`) {
+    case "serve":
+      return serve();
+    case "dev":
+      return dev();
+    case "migrate":
+      return migrate();
+    case "tenant create":
+      if (!rest[0]) throw new UsageError("tenant create needs a slug");
+      return tenantCreate(rest[0], values.admin, values["display-name"]);
+    case "member add":
+      if (!rest[0] || !rest[1]) throw new UsageError("member add needs a tenant and a subject");
+      return memberAdd(rest[0], rest[1], values.role);
+    default:
+      throw new UsageError(`unknown command "${positionals.join(" ")}"`);
+  }
+}
+
+class UsageError extends Error {}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  if (err instanceof UsageError) console.error(`${err.message}\n${USAGE}`);
+  else if (err instanceof ConfigError) console.error(err.message);
+  else console.error(`agentplane: ${(err as Error).message}`);
+  process.exit(err instanceof UsageError ? 2 : 1);
+});

@@ -1,0 +1,106 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
+import { principalFromClaims, type Authenticator, type Principal } from "./principal.js";
+import { TokenCache } from "./token-cache.js";
+
+export interface JwtOptions {
+  issuer: string;
+  audience: string;
+  algorithms: string[];
+  clockToleranceSeconds: number;
+  // Explicit JWKS; else the issuer's discovery document's `jwks_uri`, else
+  // `<issuer>/.well-known/jwks.json`.
+  jwksUrl?: string;
+  // A local key set (the dev issuer) instead of fetching one.
+  keySet?: JWTVerifyGetKey;
+  // How soon an unknown `kid` may trigger another JWKS fetch.
+  jwksCooldownMs?: number;
+  fetchTimeoutMs?: number;
+}
+
+// RFC 9068 access tokens say `at+jwt`; many IdPs (Auth0) say `JWT`.
+const ACCEPTED_TYP = new Set(["jwt", "at+jwt", "application/at+jwt"]);
+
+const unauthenticated = (message: string) => new ConnectError(message, Code.Unauthenticated);
+
+export function createJwtAuthenticator(options: JwtOptions): Authenticator {
+  const cache = new TokenCache();
+  let keySet: Promise<JWTVerifyGetKey> | undefined = options.keySet && Promise.resolve(options.keySet);
+  const timeoutDuration = options.fetchTimeoutMs ?? 5000;
+
+  async function resolveKeySet(): Promise<JWTVerifyGetKey> {
+    const url = options.jwksUrl ?? (await discoverJwksUrl(options.issuer, timeoutDuration));
+    return createRemoteJWKSet(new URL(url), { cooldownDuration: options.jwksCooldownMs ?? 30_000, timeoutDuration });
+  }
+
+  async function verify(token: string): Promise<Principal> {
+    keySet ??= resolveKeySet().catch((err: unknown) => {
+      keySet = undefined; // try discovery again on the next request
+      throw err;
+    });
+    const { payload, protectedHeader } = await jwtVerify(token, await keySet, {
+      issuer: options.issuer,
+      audience: options.audience,
+      algorithms: options.algorithms,
+      clockTolerance: options.clockToleranceSeconds,
+      requiredClaims: ["exp"],
+    });
+    if (protectedHeader.typ !== undefined && !ACCEPTED_TYP.has(protectedHeader.typ.toLowerCase()))
+      throw unauthenticated(`token type "${protectedHeader.typ}" is not an access token`);
+    return toPrincipal(payload);
+  }
+
+  return {
+    async authenticate(token) {
+      const cached = cache.get(token);
+      if (cached) return cached;
+      try {
+        const principal = await verify(token);
+        cache.set(token, principal, principal.expiresAt ?? 0);
+        return principal;
+      } catch (err) {
+        throw toConnectError(err);
+      }
+    },
+  };
+}
+
+function toPrincipal(payload: JWTPayload): Principal {
+  const principal = principalFromClaims(payload, (payload.exp ?? 0) * 1000);
+  if (!principal) throw unauthenticated("token has neither sub nor client_id");
+  return principal;
+}
+
+async function discoverJwksUrl(issuer: string, timeoutMs: number): Promise<string> {
+  const base = issuer.replace(/\/+$/, "");
+  try {
+    const res = await fetch(`${base}/.well-known/openid-configuration`, { signal: AbortSignal.timeout(timeoutMs) });
+    if (res.ok) {
+      const doc = (await res.json()) as { jwks_uri?: unknown; issuer?: unknown };
+      if (typeof doc.jwks_uri === "string") return doc.jwks_uri;
+    } else if (res.status >= 500) {
+      throw new ConnectError(`identity provider discovery answered ${res.status}`, Code.Unavailable);
+    }
+  } catch (err) {
+    if (err instanceof ConnectError) throw err;
+    throw new ConnectError(`identity provider discovery failed: ${(err as Error).message}`, Code.Unavailable);
+  }
+  return `${base}/.well-known/jwks.json`;
+}
+
+function toConnectError(err: unknown): ConnectError {
+  if (err instanceof ConnectError) return err;
+  if (err instanceof errors.JWTExpired) return unauthenticated("token has expired");
+  if (err instanceof errors.JWTClaimValidationFailed) return unauthenticated(`token claim "${err.claim}" is invalid: ${err.reason}`);
+  if (err instanceof errors.JOSEAlgNotAllowed) return unauthenticated("token signing algorithm is not allowed");
+  if (err instanceof errors.JWKSNoMatchingKey) return unauthenticated("token signing key is unknown");
+  if (err instanceof errors.JWSSignatureVerificationFailed) return unauthenticated("token signature is invalid");
+  if (err instanceof errors.JWKSTimeout) return new ConnectError("identity provider JWKS timed out", Code.Unavailable);
+  if (err instanceof errors.JWKSInvalid || err instanceof errors.JWKSMultipleMatchingKeys)
+    return new ConnectError("identity provider JWKS is unusable", Code.Unavailable);
+  if (err instanceof errors.JOSEError && /JSON Web Key Set HTTP response/.test(err.message))
+    return new ConnectError(`identity provider JWKS unavailable: ${err.message}`, Code.Unavailable);
+  if (err instanceof errors.JOSEError) return unauthenticated("token is malformed or invalid");
+  // Anything else is a failure to reach the JWKS, never a reason to allow.
+  return new ConnectError(`identity provider unreachable: ${(err as Error).message}`, Code.Unavailable);
+}

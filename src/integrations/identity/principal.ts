@@ -1,0 +1,31 @@
+// What an authenticated caller is, whichever identity provider vouched for it.
+export interface Principal {
+  // Token `sub`, or `client_id` when the token has none.
+  subject: string;
+  scopes: ReadonlySet<string>;
+  claims: Readonly<Record<string, unknown>>;
+  // Epoch milliseconds after which the token is no longer valid.
+  expiresAt?: number;
+}
+
+export interface Authenticator {
+  // Resolves the principal, or throws ConnectError `unauthenticated` (bad
+  // token) or `unavailable` (the identity provider cannot answer).
+  authenticate(token: string): Promise<Principal>;
+}
+
+export function principalFromClaims(claims: Record<string, unknown>, expiresAt?: number): Principal | undefined {
+  const subject = [claims.sub, claims.client_id, claims.azp].find((v) => typeof v === "string" && v !== "");
+  if (typeof subject !== "string") return undefined;
+  return { subject, scopes: scopesOf(claims), claims, expiresAt };
+}
+
+// `scope` (RFC 8693/9068, space-separated), `scp` (array, some IdPs) and
+// Auth0 RBAC `permissions` are all honoured.
+function scopesOf(claims: Record<string, unknown>): Set<string> {
+  const scopes = new Set<string>();
+  if (typeof claims.scope === "string") for (const s of claims.scope.split(" ")) if (s) scopes.add(s);
+  for (const list of [claims.scp, claims.permissions])
+    if (Array.isArray(list)) for (const s of list) if (typeof s === "string") scopes.add(s);
+  return scopes;
+}

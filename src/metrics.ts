@@ -1,0 +1,31 @@
+import type { FastifyInstance } from "fastify";
+import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+
+export function createMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: "agentplane_" });
+  const duration = new Histogram({
+    name: "agentplane_http_request_duration_seconds",
+    help: "HTTP request duration by route and status",
+    labelNames: ["method", "route", "status"] as const,
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [registry],
+  });
+  const requests = new Counter({
+    name: "agentplane_http_requests_total",
+    help: "HTTP requests by route and status",
+    labelNames: ["method", "route", "status"] as const,
+    registers: [registry],
+  });
+  return {
+    registry,
+    // Labels use the route pattern, never the raw URL, to bound cardinality.
+    instrument(app: FastifyInstance) {
+      app.addHook("onResponse", async (req, reply) => {
+        const labels = { method: req.method, route: req.routeOptions.url ?? "unmatched", status: String(reply.statusCode) };
+        requests.inc(labels);
+        duration.observe(labels, reply.elapsedTime / 1000);
+      });
+    },
+  };
+}

@@ -1,0 +1,111 @@
+// Who may call which operation. The rules come from the descriptors:
+// `idempotency_level = NO_SIDE_EFFECTS` marks reads, the `(platform.v1.access)`
+// option marks platform and bootstrap operations.
+import { getOption, type DescMethod } from "@bufbuild/protobuf";
+import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { Access, access } from "../../gen/platform/v1/options_pb.js";
+import type { Authenticator, Principal } from "../integrations/identity/index.js";
+import type { Store } from "../store/store.js";
+import { fromStoreError, invalidArgument, permissionDenied } from "./errors.js";
+import { isSlug } from "./validate.js";
+
+export type Surface = "api" | "mcp";
+export type Role = "admin" | "viewer";
+
+// What a surface extracted from a request, before anything is trusted.
+export interface CallerInput {
+  token?: string;
+  tenant?: string;
+  // Name of an organization header the caller sent (X-Org-ID, X-Organization-ID).
+  orgHeader?: string;
+}
+
+export interface CallContext {
+  principal: Principal;
+  surface: Surface;
+  // Set for tenant operations.
+  tenant?: { id: string; slug: string };
+  role?: Role;
+}
+
+export interface MethodRule {
+  write: boolean;
+  access: Access;
+}
+
+export function ruleOf(method: DescMethod): MethodRule {
+  return {
+    write: method.idempotency !== MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS,
+    access: getOption(method, access),
+  };
+}
+
+export const PLATFORM_ADMIN_SCOPE = "platform:admin";
+
+// Scopes that satisfy a read or a write on each surface.
+const SCOPES: Record<Surface, { read: string[]; write: string[] }> = {
+  api: { read: ["platform:read", "platform:write"], write: ["platform:write"] },
+  mcp: { read: ["mcp:platform.read", "mcp:platform"], write: ["mcp:platform.write", "mcp:platform"] },
+};
+
+export function requiredScopes(surface: Surface, rule: MethodRule): string[] {
+  if (rule.access === Access.PLATFORM_ADMIN) return [PLATFORM_ADMIN_SCOPE];
+  return SCOPES[surface][rule.write ? "write" : "read"];
+}
+
+export interface AccessOptions {
+  store: Store;
+  authenticator: Authenticator;
+  // Unset: control plane (Member rows). Set: claim that must equal the slug.
+  tenantClaim?: string;
+}
+
+export function createAccess({ store, authenticator, tenantClaim }: AccessOptions) {
+  async function resolveRole(principal: Principal, tenantId: string): Promise<Role | undefined> {
+    const member = await store.members.findBySubject(tenantId, principal.subject);
+    if (member) return member.role;
+    if (tenantClaim === undefined) return undefined;
+    // Claim mode without a Member row: a write scope on either surface makes an admin.
+    const writeScopes = [...SCOPES.api.write, ...SCOPES.mcp.write];
+    return writeScopes.some((s) => principal.scopes.has(s)) ? "admin" : "viewer";
+  }
+
+  return {
+    async authorize(method: DescMethod, input: CallerInput, surface: Surface): Promise<CallContext> {
+      if (!input.token) throw new ConnectError("missing bearer token", Code.Unauthenticated);
+      const principal = await authenticator.authenticate(input.token);
+      if (tenantClaim === undefined && input.orgHeader)
+        throw invalidArgument(
+          input.orgHeader,
+          "organization headers are not accepted; the tenant comes from X-Platform-Tenant and the token",
+        );
+      const rule = ruleOf(method);
+      const isPlatformAdmin = principal.scopes.has(PLATFORM_ADMIN_SCOPE);
+      const adminBypass = rule.access === Access.TENANT_OR_PLATFORM_ADMIN && isPlatformAdmin;
+      const needed = requiredScopes(surface, rule);
+      if (!adminBypass && !needed.some((s) => principal.scopes.has(s)))
+        throw permissionDenied(`missing scope: ${method.name} needs ${needed.join(" or ")}`);
+      if (rule.access === Access.PLATFORM_ADMIN) return { principal, surface };
+
+      const slug = input.tenant;
+      if (!slug) throw invalidArgument("X-Platform-Tenant", "a tenant slug is required");
+      if (!isSlug(slug)) throw invalidArgument("X-Platform-Tenant", `"${slug}" is not a tenant slug`);
+      // One answer for "no such tenant" and "not a member": nothing is learned.
+      const denied = () => permissionDenied(`not a member of tenant "${slug}"`);
+      if (tenantClaim !== undefined && principal.claims[tenantClaim] !== slug && !adminBypass) throw denied();
+      const tenant = await store.tenants.get(slug).catch(fromStoreError);
+      if (!tenant || tenant.slug !== slug) {
+        if (adminBypass) throw new ConnectError(`tenant "${slug}" not found`, Code.NotFound);
+        throw denied();
+      }
+      const role = adminBypass ? "admin" : await resolveRole(principal, tenant.id).catch(fromStoreError);
+      if (!role) throw denied();
+      if (rule.write && role !== "admin")
+        throw permissionDenied(`${method.name} needs the admin role in tenant "${slug}"`);
+      return { principal, surface, tenant: { id: tenant.id, slug: tenant.slug }, role };
+    },
+  };
+}
+
+export type AccessControl = ReturnType<typeof createAccess>;

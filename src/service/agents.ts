@@ -1,0 +1,155 @@
+import { create, toJson } from "@bufbuild/protobuf";
+import { ValueSchema, durationFromMs, durationMs } from "@bufbuild/protobuf/wkt";
+import { AgentSchema, type Agent } from "../../gen/platform/v1/agent_pb.js";
+import { newId } from "../lib/ids.js";
+import type { AgentRow, AgentSpec } from "../store/schema.js";
+import { failedPrecondition, fromStoreError, invalidArgument, notFound } from "./errors.js";
+import { checkHttpUrl, checkJsonata } from "./expressions.js";
+import { applyUpdateMask } from "./field-mask.js";
+import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
+import { page, pageQuery } from "./pagination.js";
+import { runMessage } from "./runs.js";
+import { optionalText, requireId, requireText } from "./validate.js";
+
+const DEFAULT_MAX_STEPS = 16;
+const MAX_MAX_STEPS = 256;
+const DEFAULT_TIMEOUT_MS = 120_000;
+const MAX_TIMEOUT_MS = 3_600_000;
+const UPDATABLE = [
+  "name", "description", "instructions", "skill_ids", "allowed_tools", "steps", "model", "max_steps", "timeout", "enabled",
+] as const;
+
+const secretContext = (id: string) => `agent:${id}:model.api_key`;
+
+export function agentMessage(row: AgentRow): Agent {
+  const { spec } = row;
+  return create(AgentSchema, {
+    id: row.id,
+    name: row.name,
+    description: row.description,
+    instructions: row.instructions,
+    skillIds: spec.skillIds,
+    allowedTools: Object.fromEntries(Object.entries(spec.allowedTools).map(([k, tools]) => [k, { tools }])),
+    steps: spec.steps,
+    model: spec.model && { baseUrl: spec.model.baseUrl, model: spec.model.model, apiKeySet: row.modelApiKey !== null },
+    maxSteps: row.maxSteps,
+    timeout: durationFromMs(row.timeoutMs),
+    enabled: row.enabled,
+    ...times(row),
+  });
+}
+
+export function agentHandlers({ store, secrets, now }: ServiceDeps) {
+  // Validates an agent as a whole and returns the columns it is stored as.
+  async function columns(tenantId: string, agent: Agent, id: string, previousKey: string | null) {
+    const skillIds = [...new Set(agent.skillIds)];
+    for (const [i, skillId] of skillIds.entries()) {
+      requireId(`agent.skill_ids[${i}]`, skillId, "skl");
+      if (!(await store.skills.get(tenantId, skillId).catch(fromStoreError)))
+        throw invalidArgument(`agent.skill_ids[${i}]`, `skill "${skillId}" not found`);
+    }
+    for (const skillId of Object.keys(agent.allowedTools))
+      if (!skillIds.includes(skillId)) throw invalidArgument("agent.allowed_tools", `"${skillId}" is not in skill_ids`);
+    const steps = agent.steps.map((s, i) => {
+      if (!skillIds.includes(s.skillId)) throw invalidArgument(`agent.steps[${i}].skill_id`, `"${s.skillId}" is not in skill_ids`);
+      return {
+        skillId: s.skillId,
+        tool: requireText(`agent.steps[${i}].tool`, s.tool),
+        arguments: checkJsonata(`agent.steps[${i}].arguments`, s.arguments),
+      };
+    });
+    let model: AgentSpec["model"];
+    let modelApiKey: string | null = null;
+    if (agent.model) {
+      if (steps.length) throw invalidArgument("agent", "set either steps (deterministic) or model, not both");
+      model = {
+        baseUrl: checkHttpUrl("agent.model.base_url", agent.model.baseUrl).toString(),
+        model: requireText("agent.model.model", agent.model.model),
+      };
+      modelApiKey = agent.model.apiKey ? secrets.seal(agent.model.apiKey, secretContext(id)) : previousKey;
+    }
+    if (agent.maxSteps < 0 || agent.maxSteps > MAX_MAX_STEPS)
+      throw invalidArgument("agent.max_steps", `must be between 1 and ${MAX_MAX_STEPS}`);
+    const timeoutMs = agent.timeout ? durationMs(agent.timeout) : DEFAULT_TIMEOUT_MS;
+    if (timeoutMs <= 0 || timeoutMs > MAX_TIMEOUT_MS) throw invalidArgument("agent.timeout", "must be between 1 ms and 1 h");
+    return {
+      name: requireText("agent.name", agent.name),
+      description: optionalText("agent.description", agent.description, 2000),
+      instructions: optionalText("agent.instructions", agent.instructions, 100_000),
+      spec: {
+        skillIds,
+        allowedTools: Object.fromEntries(Object.entries(agent.allowedTools).map(([k, v]) => [k, v.tools])),
+        steps,
+        ...(model && { model }),
+      },
+      modelApiKey,
+      maxSteps: agent.maxSteps || DEFAULT_MAX_STEPS,
+      timeoutMs,
+      enabled: agent.enabled ?? true,
+    };
+  }
+
+  async function find(tenantId: string, id: string): Promise<AgentRow> {
+    const row = await store.agents.get(tenantId, id).catch(fromStoreError);
+    if (!row) throw notFound("agent", id);
+    return row;
+  }
+
+  return {
+    async listAgents(req, call) {
+      const tenant = tenantOf(call);
+      const q = pageQuery(req);
+      const rows = await store.agents.list(tenant.id, q).catch(fromStoreError);
+      const { items, nextPageToken } = page(rows, q.limit);
+      return { agents: items.map((r) => ({ ...agentMessage(r), tenant: tenant.slug })), nextPageToken };
+    },
+    async getAgent({ id }, call) {
+      const tenant = tenantOf(call);
+      return { agent: { ...agentMessage(await find(tenant.id, id)), tenant: tenant.slug } };
+    },
+    async createAgent({ agent }, call) {
+      const tenant = tenantOf(call);
+      const id = newId("agt");
+      const t = now();
+      const cols = await columns(tenant.id, agent ?? create(AgentSchema), id, null);
+      const row = await store.agents.insert({ id, tenantId: tenant.id, ...cols, createTime: t, updateTime: t }).catch(fromStoreError);
+      return { agent: { ...agentMessage(row), tenant: tenant.slug } };
+    },
+    async updateAgent({ agent, updateMask }, call) {
+      const tenant = tenantOf(call);
+      if (!agent?.id) throw invalidArgument("agent.id", "is required");
+      const row = await find(tenant.id, agent.id);
+      const { merged } = applyUpdateMask(AgentSchema, agentMessage(row), agent, updateMask, UPDATABLE);
+      const cols = await columns(tenant.id, merged, row.id, row.modelApiKey);
+      const updated = await store.agents.update(tenant.id, row.id, { ...cols, updateTime: now() }).catch(fromStoreError);
+      if (!updated) throw notFound("agent", agent.id);
+      return { agent: { ...agentMessage(updated), tenant: tenant.slug } };
+    },
+    async deleteAgent({ id }, call) {
+      const tenant = tenantOf(call);
+      const triggers = await store.triggers.list(tenant.id, { limit: 1, where: { agentId: id } }).catch(fromStoreError);
+      if (triggers.length) throw failedPrecondition(`agent "${id}" still has triggers; delete them first`);
+      if (!(await store.agents.delete(tenant.id, id).catch(fromStoreError))) throw notFound("agent", id);
+      return {};
+    },
+    async runAgent({ id, input }, call) {
+      const tenant = tenantOf(call);
+      const agent = await find(tenant.id, id);
+      if (!agent.enabled) throw failedPrecondition(`agent "${id}" is disabled`);
+      const t = now();
+      const run = await store.runs
+        .insert({
+          id: newId("run"),
+          tenantId: tenant.id,
+          agentId: agent.id,
+          input: input ? toJson(ValueSchema, input) : null,
+          status: "queued",
+          steps: [],
+          createTime: t,
+          updateTime: t,
+        })
+        .catch(fromStoreError);
+      return { run: { ...runMessage(run), tenant: tenant.slug } };
+    },
+  } satisfies Partial<PlatformHandlers>;
+}

@@ -1,0 +1,22 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { StoreConflictError, StoreReferenceError, StoreUnavailableError } from "../store/errors.js";
+
+// Error constructors with one wording per condition, so every surface shows
+// the same message for the same mistake.
+export const invalidArgument = (field: string, problem: string) =>
+  new ConnectError(`${field}: ${problem}`, Code.InvalidArgument);
+
+export const notFound = (kind: string, id: string) => new ConnectError(`${kind} "${id}" not found`, Code.NotFound);
+
+export const failedPrecondition = (message: string) => new ConnectError(message, Code.FailedPrecondition);
+
+export const permissionDenied = (message: string) => new ConnectError(message, Code.PermissionDenied);
+
+// Store failures become API errors; anything unrecognised is rethrown as is
+// (the surfaces turn it into `internal` without detail).
+export function fromStoreError(err: unknown, conflictMessage = "already exists"): never {
+  if (err instanceof StoreConflictError) throw new ConnectError(conflictMessage, Code.AlreadyExists);
+  if (err instanceof StoreReferenceError) throw failedPrecondition("a referenced record does not exist or is still in use");
+  if (err instanceof StoreUnavailableError) throw new ConnectError("store unavailable", Code.Unavailable);
+  throw err;
+}

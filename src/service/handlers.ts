@@ -1,0 +1,34 @@
+import type { MessageInitShape, MessageShape } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import type { PlatformService } from "../../gen/platform/v1/platform_service_pb.js";
+import type { SecretBox } from "../lib/secret-box.js";
+import type { Store } from "../store/store.js";
+import type { CallContext } from "./access.js";
+
+type Methods = typeof PlatformService.method;
+export type MethodName = keyof Methods;
+
+// A service implementation function: the request message and the authorized
+// call, nothing of the transport.
+export type Handler<K extends MethodName> = (
+  req: MessageShape<Methods[K]["input"]>,
+  call: CallContext,
+) => Promise<MessageInitShape<Methods[K]["output"]>>;
+
+export type PlatformHandlers = { [K in MethodName]: Handler<K> };
+
+export interface ServiceDeps {
+  store: Store;
+  secrets: SecretBox;
+  now: () => number;
+}
+
+// Tenant operations always have a tenant once authorized.
+export function tenantOf(call: CallContext): { id: string; slug: string } {
+  if (!call.tenant) throw new Error("tenant operation called without a tenant");
+  return call.tenant;
+}
+
+export function times(row: { createTime: number; updateTime: number }) {
+  return { createTime: timestampFromMs(row.createTime), updateTime: timestampFromMs(row.updateTime) };
+}

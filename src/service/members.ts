@@ -1,0 +1,65 @@
+import { create } from "@bufbuild/protobuf";
+import { Role } from "../../gen/platform/v1/common_pb.js";
+import { MemberSchema, type Member } from "../../gen/platform/v1/tenant_pb.js";
+import { newId } from "../lib/ids.js";
+import type { MemberRow } from "../store/schema.js";
+import { fromStoreError, invalidArgument, notFound } from "./errors.js";
+import { applyUpdateMask } from "./field-mask.js";
+import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
+import { page, pageQuery } from "./pagination.js";
+import { requireText } from "./validate.js";
+
+const ROLE_NAMES = { [Role.ADMIN]: "admin", [Role.VIEWER]: "viewer" } as const;
+
+function roleName(role: Role): "admin" | "viewer" {
+  if (role === Role.ADMIN || role === Role.VIEWER) return ROLE_NAMES[role];
+  throw invalidArgument("member.role", "must be ROLE_ADMIN or ROLE_VIEWER");
+}
+
+function memberMessage(row: MemberRow, tenant: string): Member {
+  return create(MemberSchema, {
+    id: row.id,
+    tenant,
+    subject: row.subject,
+    role: row.role === "admin" ? Role.ADMIN : Role.VIEWER,
+    ...times(row),
+  });
+}
+
+export function memberHandlers({ store, now }: ServiceDeps) {
+  return {
+    async listMembers(req, call) {
+      const tenant = tenantOf(call);
+      const q = pageQuery(req);
+      const rows = await store.members.list(tenant.id, q).catch(fromStoreError);
+      const { items, nextPageToken } = page(rows, q.limit);
+      return { members: items.map((r) => memberMessage(r, tenant.slug)), nextPageToken };
+    },
+    async addMember({ member }, call) {
+      const tenant = tenantOf(call);
+      const subject = requireText("member.subject", member?.subject ?? "", 255);
+      const t = now();
+      const row = await store.members
+        .insert({ id: newId("mem"), tenantId: tenant.id, subject, role: roleName(member?.role ?? Role.UNSPECIFIED), createTime: t, updateTime: t })
+        .catch((err) => fromStoreError(err, `"${subject}" is already a member of tenant "${tenant.slug}"`));
+      return { member: memberMessage(row, tenant.slug) };
+    },
+    async updateMember({ member, updateMask }, call) {
+      const tenant = tenantOf(call);
+      if (!member?.id) throw invalidArgument("member.id", "is required");
+      const row = await store.members.get(tenant.id, member.id).catch(fromStoreError);
+      if (!row) throw notFound("member", member.id);
+      const { merged } = applyUpdateMask(MemberSchema, memberMessage(row, tenant.slug), member, updateMask, ["role"]);
+      const updated = await store.members
+        .update(tenant.id, row.id, { role: roleName(merged.role), updateTime: now() })
+        .catch(fromStoreError);
+      if (!updated) throw notFound("member", member.id);
+      return { member: memberMessage(updated, tenant.slug) };
+    },
+    async removeMember({ id }, call) {
+      const tenant = tenantOf(call);
+      if (!(await store.members.delete(tenant.id, id).catch(fromStoreError))) throw notFound("member", id);
+      return {};
+    },
+  } satisfies Partial<PlatformHandlers>;
+}

@@ -1,0 +1,70 @@
+import type { DescMethod } from "@bufbuild/protobuf";
+import { PlatformService } from "../../gen/platform/v1/platform_service_pb.js";
+import type { Authenticator } from "../integrations/identity/index.js";
+import type { SecretBox } from "../lib/secret-box.js";
+import type { Store } from "../store/store.js";
+import { PLATFORM_ADMIN_SCOPE, createAccess, type CallContext, type CallerInput, type Surface } from "./access.js";
+import { notFound } from "./errors.js";
+import { agentHandlers } from "./agents.js";
+import { eventHandlers } from "./events.js";
+import type { Handler, PlatformHandlers, ServiceDeps } from "./handlers.js";
+import { memberHandlers } from "./members.js";
+import { runHandlers } from "./runs.js";
+import { skillHandlers } from "./skills.js";
+import { tenantHandlers } from "./tenants.js";
+import { triggerHandlers } from "./triggers.js";
+import { webhookSourceHandlers } from "./webhook-sources.js";
+
+export interface PlatformOptions {
+  store: Store;
+  secrets: SecretBox;
+  authenticator: Authenticator;
+  tenantClaim?: string;
+  now?: () => number;
+}
+
+// The one implementation every surface calls: authorize by the method's
+// descriptor, then run the resource module's handler.
+export function createPlatform(options: PlatformOptions) {
+  const deps: ServiceDeps = { store: options.store, secrets: options.secrets, now: options.now ?? Date.now };
+  const handlers: PlatformHandlers = {
+    ...tenantHandlers(deps),
+    ...memberHandlers(deps),
+    ...agentHandlers(deps),
+    ...skillHandlers(deps),
+    ...triggerHandlers(deps),
+    ...webhookSourceHandlers(deps),
+    ...eventHandlers(deps),
+    ...runHandlers(deps),
+  };
+  const access = createAccess(options);
+
+  return {
+    service: PlatformService,
+    // For the local operator CLI, which works on the configured store with
+    // the machine's own authority (like `psql` as the database owner): runs a
+    // handler as platform admin, in the given tenant when one is named.
+    invokeAsOperator<K extends keyof PlatformHandlers>(
+      name: K,
+      request: Parameters<PlatformHandlers[K]>[0],
+      tenantSlug?: string,
+    ): ReturnType<Handler<K>> {
+      const principal = { subject: "local-operator", scopes: new Set([PLATFORM_ADMIN_SCOPE]), claims: {} };
+      const handler: Handler<K> = handlers[name];
+      const tenant = tenantSlug === undefined ? Promise.resolve(undefined) : options.store.tenants.get(tenantSlug);
+      return tenant.then((row) => {
+        if (tenantSlug !== undefined && row?.slug !== tenantSlug) throw notFound("tenant", tenantSlug);
+        return handler(request, { principal, surface: "api", tenant: row && { id: row.id, slug: row.slug }, role: "admin" });
+      });
+    },
+    // Untyped entry for surfaces that dispatch by descriptor (REST, MCP); the
+    // request is a message of `method.input`, built by the surface.
+    async invoke(method: DescMethod, request: unknown, caller: CallerInput, surface: Surface): Promise<unknown> {
+      const call = await access.authorize(method, caller, surface);
+      const handler = handlers[method.localName as keyof PlatformHandlers] as (req: unknown, c: typeof call) => Promise<unknown>;
+      return handler(request, call);
+    },
+  };
+}
+
+export type Platform = ReturnType<typeof createPlatform>;

@@ -1,0 +1,125 @@
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { Cron } from "croner";
+import { TriggerSchema, type Trigger } from "../../gen/platform/v1/trigger_pb.js";
+import { newId } from "../lib/ids.js";
+import type { TriggerRow } from "../store/schema.js";
+import { fromStoreError, invalidArgument, notFound } from "./errors.js";
+import { checkEventTypePattern } from "./event-pattern.js";
+import { checkJsonata } from "./expressions.js";
+import { applyUpdateMask } from "./field-mask.js";
+import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
+import { page, pageQuery } from "./pagination.js";
+import { requireId } from "./validate.js";
+
+const UPDATABLE = ["agent_id", "enabled", "webhook", "schedule", "manual"] as const;
+
+export function triggerMessage(row: TriggerRow): Trigger {
+  const kind: MessageInitShape<typeof TriggerSchema>["kind"] =
+    row.kind === "webhook"
+      ? { case: "webhook", value: { sourceId: row.sourceId ?? "", eventTypePattern: row.eventTypePattern ?? "", filter: row.filter ?? "" } }
+      : row.kind === "schedule"
+        ? { case: "schedule", value: { cron: row.cron ?? "", timezone: row.timezone ?? "" } }
+        : { case: "manual", value: {} };
+  return create(TriggerSchema, { id: row.id, agentId: row.agentId, enabled: row.enabled, kind, ...times(row) });
+}
+
+function checkTimezone(zone: string): string {
+  if (!zone) return "";
+  try {
+    new Intl.DateTimeFormat("en", { timeZone: zone });
+  } catch {
+    throw invalidArgument("trigger.schedule.timezone", `"${zone}" is not an IANA time zone`);
+  }
+  return zone;
+}
+
+function checkCron(expr: string, timezone: string): string {
+  if (!expr.trim()) throw invalidArgument("trigger.schedule.cron", "is required");
+  try {
+    new Cron(expr, { paused: true, timezone: timezone || undefined });
+  } catch (err) {
+    throw invalidArgument("trigger.schedule.cron", `"${expr}": ${(err as Error).message}`);
+  }
+  return expr;
+}
+
+export function triggerHandlers({ store, now }: ServiceDeps) {
+  async function columns(tenantId: string, trigger: Trigger) {
+    const agentId = requireId("trigger.agent_id", trigger.agentId, "agt");
+    if (!(await store.agents.get(tenantId, agentId).catch(fromStoreError)))
+      throw invalidArgument("trigger.agent_id", `agent "${agentId}" not found`);
+    const none = { sourceId: null, eventTypePattern: null, filter: null, cron: null, timezone: null };
+    const base = { agentId, enabled: trigger.enabled ?? true };
+    const kind = trigger.kind;
+    switch (kind.case) {
+      case "webhook": {
+        const sourceId = kind.value.sourceId || null;
+        if (sourceId) {
+          requireId("trigger.webhook.source_id", sourceId, "src");
+          if (!(await store.webhookSources.get(tenantId, sourceId).catch(fromStoreError)))
+            throw invalidArgument("trigger.webhook.source_id", `webhook source "${sourceId}" not found`);
+        }
+        return {
+          ...base,
+          ...none,
+          kind: "webhook" as const,
+          sourceId,
+          eventTypePattern: checkEventTypePattern("trigger.webhook.event_type_pattern", kind.value.eventTypePattern),
+          filter: checkJsonata("trigger.webhook.filter", kind.value.filter) || null,
+        };
+      }
+      case "schedule": {
+        const timezone = checkTimezone(kind.value.timezone);
+        return { ...base, ...none, kind: "schedule" as const, cron: checkCron(kind.value.cron, timezone), timezone: timezone || null };
+      }
+      case "manual":
+        return { ...base, ...none, kind: "manual" as const };
+      default:
+        throw invalidArgument("trigger", "one of webhook, schedule or manual is required");
+    }
+  }
+
+  async function find(tenantId: string, id: string): Promise<TriggerRow> {
+    const row = await store.triggers.get(tenantId, id).catch(fromStoreError);
+    if (!row) throw notFound("trigger", id);
+    return row;
+  }
+
+  return {
+    async listTriggers(req, call) {
+      const tenant = tenantOf(call);
+      const q = pageQuery(req);
+      const rows = await store.triggers.list(tenant.id, { ...q, where: { agentId: req.agentId || undefined } }).catch(fromStoreError);
+      const { items, nextPageToken } = page(rows, q.limit);
+      return { triggers: items.map((r) => ({ ...triggerMessage(r), tenant: tenant.slug })), nextPageToken };
+    },
+    async getTrigger({ id }, call) {
+      const tenant = tenantOf(call);
+      return { trigger: { ...triggerMessage(await find(tenant.id, id)), tenant: tenant.slug } };
+    },
+    async createTrigger({ trigger }, call) {
+      const tenant = tenantOf(call);
+      const t = now();
+      const cols = await columns(tenant.id, trigger ?? create(TriggerSchema));
+      const row = await store.triggers
+        .insert({ id: newId("trg"), tenantId: tenant.id, ...cols, createTime: t, updateTime: t })
+        .catch(fromStoreError);
+      return { trigger: { ...triggerMessage(row), tenant: tenant.slug } };
+    },
+    async updateTrigger({ trigger, updateMask }, call) {
+      const tenant = tenantOf(call);
+      if (!trigger?.id) throw invalidArgument("trigger.id", "is required");
+      const row = await find(tenant.id, trigger.id);
+      const { merged } = applyUpdateMask(TriggerSchema, triggerMessage(row), trigger, updateMask, UPDATABLE);
+      const cols = await columns(tenant.id, merged);
+      const updated = await store.triggers.update(tenant.id, row.id, { ...cols, updateTime: now() }).catch(fromStoreError);
+      if (!updated) throw notFound("trigger", trigger.id);
+      return { trigger: { ...triggerMessage(updated), tenant: tenant.slug } };
+    },
+    async deleteTrigger({ id }, call) {
+      const tenant = tenantOf(call);
+      if (!(await store.triggers.delete(tenant.id, id).catch(fromStoreError))) throw notFound("trigger", id);
+      return {};
+    },
+  } satisfies Partial<PlatformHandlers>;
+}

@@ -1,0 +1,107 @@
+import { create } from "@bufbuild/protobuf";
+import { durationMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { WebhookSourceSchema, type WebhookSource } from "../../gen/platform/v1/webhook_source_pb.js";
+import { newId } from "../lib/ids.js";
+import { newWebhookToken, webhookTokenDigest } from "../lib/webhook-token.js";
+import type { WebhookSourceRow } from "../store/schema.js";
+import { failedPrecondition, fromStoreError, invalidArgument, notFound } from "./errors.js";
+import { applyUpdateMask } from "./field-mask.js";
+import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
+import { page, pageQuery } from "./pagination.js";
+import { requireText } from "./validate.js";
+
+const UPDATABLE = ["name", "enabled"] as const;
+export const DEFAULT_ROTATION_GRACE_MS = 24 * 3600_000;
+const MAX_ROTATION_GRACE_MS = 30 * 24 * 3600_000;
+
+export function webhookSourceMessage(row: WebhookSourceRow, now: number): WebhookSource {
+  const graceLeft = row.previousTokenExpireTime !== null && row.previousTokenExpireTime > now;
+  return create(WebhookSourceSchema, {
+    id: row.id,
+    name: row.name,
+    enabled: row.enabled,
+    previousTokenExpireTime: graceLeft ? timestampFromMs(row.previousTokenExpireTime!) : undefined,
+    ...times(row),
+  });
+}
+
+export function webhookSourceHandlers({ store, now }: ServiceDeps) {
+  const message = (row: WebhookSourceRow, slug: string) => ({ ...webhookSourceMessage(row, now()), tenant: slug });
+
+  async function find(tenantId: string, id: string): Promise<WebhookSourceRow> {
+    const row = await store.webhookSources.get(tenantId, id).catch(fromStoreError);
+    if (!row) throw notFound("webhook source", id);
+    return row;
+  }
+
+  return {
+    async listWebhookSources(req, call) {
+      const tenant = tenantOf(call);
+      const q = pageQuery(req);
+      const rows = await store.webhookSources.list(tenant.id, q).catch(fromStoreError);
+      const { items, nextPageToken } = page(rows, q.limit);
+      return { webhookSources: items.map((r) => message(r, tenant.slug)), nextPageToken };
+    },
+    async getWebhookSource({ id }, call) {
+      const tenant = tenantOf(call);
+      return { webhookSource: message(await find(tenant.id, id), tenant.slug) };
+    },
+    async createWebhookSource({ webhookSource }, call) {
+      const tenant = tenantOf(call);
+      const token = newWebhookToken();
+      const t = now();
+      const row = await store.webhookSources
+        .insert({
+          id: newId("src"),
+          tenantId: tenant.id,
+          name: requireText("webhook_source.name", webhookSource?.name ?? ""),
+          enabled: webhookSource?.enabled ?? true,
+          tokenDigest: webhookTokenDigest(token),
+          createTime: t,
+          updateTime: t,
+        })
+        .catch(fromStoreError);
+      return { webhookSource: message(row, tenant.slug), token };
+    },
+    async updateWebhookSource({ webhookSource, updateMask }, call) {
+      const tenant = tenantOf(call);
+      if (!webhookSource?.id) throw invalidArgument("webhook_source.id", "is required");
+      const row = await find(tenant.id, webhookSource.id);
+      const { merged } = applyUpdateMask(WebhookSourceSchema, webhookSourceMessage(row, now()), webhookSource, updateMask, UPDATABLE);
+      const updated = await store.webhookSources
+        .update(tenant.id, row.id, {
+          name: requireText("webhook_source.name", merged.name),
+          enabled: merged.enabled ?? true,
+          updateTime: now(),
+        })
+        .catch(fromStoreError);
+      if (!updated) throw notFound("webhook source", webhookSource.id);
+      return { webhookSource: message(updated, tenant.slug) };
+    },
+    async deleteWebhookSource({ id }, call) {
+      const tenant = tenantOf(call);
+      const triggers = await store.triggers.list(tenant.id, { limit: 1, where: { sourceId: id } }).catch(fromStoreError);
+      if (triggers.length) throw failedPrecondition(`webhook source "${id}" is used by trigger "${triggers[0]!.id}"`);
+      if (!(await store.webhookSources.delete(tenant.id, id).catch(fromStoreError))) throw notFound("webhook source", id);
+      return {};
+    },
+    async rotateWebhookSourceToken({ id, gracePeriod }, call) {
+      const tenant = tenantOf(call);
+      const row = await find(tenant.id, id);
+      const graceMs = gracePeriod ? durationMs(gracePeriod) : DEFAULT_ROTATION_GRACE_MS;
+      if (graceMs < 0 || graceMs > MAX_ROTATION_GRACE_MS) throw invalidArgument("grace_period", "must be between 0 and 30 days");
+      const token = newWebhookToken();
+      const t = now();
+      const updated = await store.webhookSources
+        .update(tenant.id, row.id, {
+          tokenDigest: webhookTokenDigest(token),
+          previousTokenDigest: graceMs > 0 ? row.tokenDigest : null,
+          previousTokenExpireTime: graceMs > 0 ? t + graceMs : null,
+          updateTime: t,
+        })
+        .catch(fromStoreError);
+      if (!updated) throw notFound("webhook source", id);
+      return { webhookSource: message(updated, tenant.slug), token };
+    },
+  } satisfies Partial<PlatformHandlers>;
+}

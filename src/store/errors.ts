@@ -1,0 +1,11 @@
+// Store failures the service layer turns into API errors, independent of the
+// database underneath.
+export class StoreConflictError extends Error {
+  override name = "StoreConflictError";
+}
+export class StoreReferenceError extends Error {
+  override name = "StoreReferenceError";
+}
+export class StoreUnavailableError extends Error {
+  override name = "StoreUnavailableError";
+}

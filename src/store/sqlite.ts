@@ -1,0 +1,35 @@
+import { mkdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+import Database from "better-sqlite3";
+import { drizzle, type BetterSQLite3Database } from "drizzle-orm/better-sqlite3";
+import { migrate } from "drizzle-orm/better-sqlite3/migrator";
+import { projectRoot } from "../lib/project-root.js";
+import * as schema from "./schema.js";
+
+export type Db = BetterSQLite3Database<typeof schema>;
+
+export interface SqliteOptions {
+  // File path, or ":memory:".
+  path: string;
+  // FULL: an acknowledged write survives power loss, not only a crash.
+  synchronous?: "FULL" | "NORMAL";
+}
+
+export interface OpenedSqlite {
+  db: Db;
+  raw: Database.Database;
+}
+
+export function openSqlite(options: SqliteOptions): OpenedSqlite {
+  if (options.path !== ":memory:") mkdirSync(dirname(options.path), { recursive: true });
+  const raw = new Database(options.path);
+  raw.pragma("journal_mode = WAL");
+  raw.pragma(`synchronous = ${options.synchronous ?? "FULL"}`);
+  raw.pragma("foreign_keys = ON");
+  raw.pragma("busy_timeout = 5000");
+  return { raw, db: drizzle(raw, { schema }) };
+}
+
+export function migrateSqlite(db: Db): void {
+  migrate(db, { migrationsFolder: join(projectRoot(), "src/store/migrations") });
+}

@@ -1,0 +1,34 @@
+import { timingSafeEqual } from "node:crypto";
+import type { FastifyInstance } from "fastify";
+import type { Registry } from "prom-client";
+import type { Store } from "../store/store.js";
+
+export interface HealthOptions {
+  store: Store;
+  registry: Registry;
+  // When set, /metrics needs `Authorization: Bearer <token>`.
+  metricsToken?: string;
+}
+
+function bearerMatches(header: string | undefined, token: string): boolean {
+  const given = Buffer.from(header ?? "");
+  const expected = Buffer.from(`Bearer ${token}`);
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+export async function healthSurface(app: FastifyInstance, { store, registry, metricsToken }: HealthOptions): Promise<void> {
+  app.get("/healthz", async () => ({ status: "ok" }));
+  app.get("/readyz", async (_req, reply) => {
+    try {
+      await store.ping();
+      return { status: "ready" };
+    } catch {
+      return reply.status(503).send({ status: "unavailable", message: "store unavailable" });
+    }
+  });
+  app.get("/metrics", async (req, reply) => {
+    if (metricsToken !== undefined && !bearerMatches(req.headers.authorization, metricsToken))
+      return reply.status(401).header("www-authenticate", "Bearer").send({ code: "unauthenticated", message: "metrics need a bearer token" });
+    return reply.type(registry.contentType).send(await registry.metrics());
+  });
+}

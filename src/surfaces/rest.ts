@@ -1,0 +1,82 @@
+import { ScalarType, create, fromJson, toJson, type DescField, type DescMethod, type JsonObject } from "@bufbuild/protobuf";
+import { ConnectError } from "@connectrpc/connect";
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { invalidArgument } from "../service/errors.js";
+import type { Platform } from "../service/platform.js";
+import { callerFromHeaders, nodeHeaderGetter } from "./caller.js";
+import { httpError } from "./errors.js";
+import { deriveRestRoutes, type RestRoute } from "./rest-routes.js";
+
+// Query strings carry only strings; proto JSON wants real booleans. Numbers,
+// enums and timestamps parse from strings as they are.
+function queryValue(field: DescField | undefined, raw: string): unknown {
+  if (field?.fieldKind === "scalar" && field.scalar === ScalarType.BOOL) return raw === "true" ? true : raw === "false" ? false : raw;
+  return raw;
+}
+
+function requestJson(route: RestRoute, req: FastifyRequest): JsonObject {
+  const input = route.method.input;
+  const body = req.body ?? {};
+  if (typeof body !== "object" || Array.isArray(body)) throw invalidArgument("body", "must be a JSON object");
+  const json: JsonObject = { ...(body as JsonObject) };
+  for (const [key, raw] of Object.entries(req.query as Record<string, string>)) {
+    const field = input.fields.find((f) => f.name === key || f.jsonName === key);
+    if (!field) throw invalidArgument(key, `unknown query parameter for ${route.method.name}`);
+    json[field.jsonName] = queryValue(field, raw) as never; // a JSON scalar
+  }
+  if (route.idField) {
+    const id = (req.params as { id: string }).id;
+    const [first, second] = route.idField;
+    if (second === undefined) json[first!] = id;
+    else {
+      const holder = input.fields.find((f) => f.name === first)!;
+      const nested = (json[holder.jsonName] ?? json[first!] ?? {}) as JsonObject;
+      delete json[first!];
+      json[holder.jsonName] = { ...nested, [second]: id };
+    }
+  }
+  return json;
+}
+
+function parseRequest(method: DescMethod, json: JsonObject) {
+  try {
+    return fromJson(method.input, json);
+  } catch (err) {
+    throw invalidArgument("body", (err as Error).message);
+  }
+}
+
+// The REST mirror: each derived route parses the request into the method's
+// input message and calls the same platform implementation as Connect.
+export async function restSurface(app: FastifyInstance, opts: { platform: Platform }): Promise<void> {
+  const { platform } = opts;
+  app.setErrorHandler((err, _req, reply) => {
+    // Fastify's own refusals (bad JSON, wrong content type, too large) keep
+    // their status but use the Connect error shape.
+    const status = (err as { statusCode?: number }).statusCode ?? 500;
+    if (status >= 500) {
+      app.log.error({ err }, "unhandled REST error");
+      const { body } = httpError(err);
+      return reply.status(500).send(body);
+    }
+    return reply.status(status).send({ code: status === 413 ? "resource_exhausted" : "invalid_argument", message: (err as Error).message });
+  });
+  for (const route of deriveRestRoutes(platform.service)) {
+    app.route({
+      method: route.verb,
+      url: route.path,
+      handler: async (req, reply) => {
+        try {
+          const message = parseRequest(route.method, requestJson(route, req));
+          const result = await platform.invoke(route.method, message, callerFromHeaders(nodeHeaderGetter(req.headers)), "api");
+          const output = toJson(route.method.output, create(route.method.output, result as never)); // `result` is the handler's init shape for this output
+          return reply.status(route.successStatus).send(output);
+        } catch (err) {
+          if (!(err instanceof ConnectError)) app.log.error({ err }, "unhandled REST error");
+          const { status, body } = httpError(err);
+          return reply.status(status).send(body);
+        }
+      },
+    });
+  }
+}
