@@ -1,4 +1,4 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import type { DevIssuer } from "./integrations/identity/dev-issuer.js";
 import type { Authenticator } from "./integrations/identity/index.js";
@@ -35,7 +35,9 @@ export async function buildApp(options: AppOptions): Promise<App> {
     loggerInstance: options.logger as FastifyBaseLogger,
     serverFactory: h2cServerFactory,
     bodyLimit: options.bodyLimitBytes ?? 1024 * 1024,
-    logController: { disableRequestLogging: true },
+    // Per-request logs would cost more than the requests on the hot paths;
+    // errors are still logged, and metrics count every request.
+    logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
   });
   const platform = createPlatform(options);

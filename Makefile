@@ -1,0 +1,50 @@
+# agentplane: `make run` starts the service locally, `make test` runs every test.
+SHELL := /bin/bash
+NPM_INSTALL_STAMP := node_modules/.install-stamp
+BIN := node_modules/.bin
+
+.PHONY: run test build check lint typecheck generate migrations bench clean
+
+# `npm install` against the committed lockfile rather than `npm ci`: the
+# registry reachable here lacks some other platforms' optional binaries
+# (buf, swc), which the lockfile therefore omits and `npm ci` rejects.
+$(NPM_INSTALL_STAMP): package.json package-lock.json
+	npm install --no-audit --no-fund
+	@touch $@
+
+build: $(NPM_INSTALL_STAMP)
+	$(BIN)/tsc -p tsconfig.build.json
+
+run: build
+	node dist/src/cli/main.js dev
+
+typecheck: $(NPM_INSTALL_STAMP)
+	$(BIN)/tsc -p tsconfig.json --noEmit
+
+lint: $(NPM_INSTALL_STAMP)
+	$(BIN)/buf lint
+	$(BIN)/eslint .
+
+# Fails when gen/ or the migrations are not what the sources make.
+check: lint typecheck
+	@tmp=$$(mktemp -d) && $(BIN)/buf generate --output $$tmp && \
+	  if ! diff -r $$tmp/gen gen >/dev/null; then echo "gen/ is stale: run make generate and commit" >&2; rm -rf $$tmp; exit 1; fi; rm -rf $$tmp
+	@$(BIN)/drizzle-kit check >/dev/null
+	@out=$$($(BIN)/drizzle-kit generate --name check 2>&1); if ! grep -q "No schema changes" <<<"$$out"; then \
+	  git checkout -- src/store/migrations 2>/dev/null; git clean -fdq src/store/migrations; \
+	  echo "src/store/migrations is stale: run make migrations and commit" >&2; exit 1; fi
+
+generate: $(NPM_INSTALL_STAMP)
+	$(BIN)/buf generate
+
+migrations: $(NPM_INSTALL_STAMP)
+	$(BIN)/drizzle-kit generate
+
+test: $(NPM_INSTALL_STAMP) check
+	NODE_OPTIONS=--experimental-vm-modules $(BIN)/jest --ci
+
+bench: build
+	node dist/bench/management/run.js
+
+clean:
+	rm -rf dist
