@@ -3,7 +3,7 @@ import { PlatformService } from "../../gen/platform/v1/platform_service_pb.js";
 import type { Authenticator } from "../integrations/identity/index.js";
 import type { SecretBox } from "../lib/secret-box.js";
 import type { Store } from "../store/store.js";
-import { PLATFORM_ADMIN_SCOPE, createAccess, type CallContext, type CallerInput, type Surface } from "./access.js";
+import { PLATFORM_ADMIN_SCOPE, createAccess, type CallerInput, type Surface } from "./access.js";
 import { notFound } from "./errors.js";
 import { agentHandlers } from "./agents.js";
 import { eventHandlers } from "./events.js";

@@ -7,10 +7,15 @@ import { callerFromHeaders, nodeHeaderGetter } from "./caller.js";
 import { httpError } from "./errors.js";
 import { deriveRestRoutes, type RestRoute } from "./rest-routes.js";
 
-// Query strings carry only strings; proto JSON wants real booleans. Numbers,
-// enums and timestamps parse from strings as they are.
-function queryValue(field: DescField | undefined, raw: string): unknown {
-  if (field?.fieldKind === "scalar" && field.scalar === ScalarType.BOOL) return raw === "true" ? true : raw === "false" ? false : raw;
+const lowerCamel = (path: string) => path.replace(/_([a-z0-9])/g, (_m, c: string) => c.toUpperCase());
+
+// Query strings carry only strings; proto JSON wants real booleans, and
+// field masks in lowerCamelCase (REST users write `update_mask=display_name`).
+// Numbers, enums and timestamps parse from strings as they are.
+function queryValue(field: DescField, raw: string): unknown {
+  if (field.fieldKind === "scalar" && field.scalar === ScalarType.BOOL) return raw === "true" ? true : raw === "false" ? false : raw;
+  if (field.fieldKind === "message" && field.message.typeName === "google.protobuf.FieldMask")
+    return raw.split(",").map(lowerCamel).join(",");
   return raw;
 }
 

@@ -64,7 +64,8 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
           },
           slug,
         );
-      return tenant!.id;
+      if (!tenant?.id) throw new Error(`tenant ${slug} was not created`);
+      return tenant.id;
     },
     async close() {
       await app.server.close();

@@ -49,7 +49,7 @@ export class DevIssuer {
       mkdirSync(dataDir, { recursive: true });
       writeFileSync(file, JSON.stringify(state), { mode: 0o600 });
     }
-    const { d: _d, p: _p, q: _q, dp: _dp, dq: _dq, qi: _qi, ...publicJwk } = state.privateJwk;
+    const { d, p, q, dp, dq, qi, ...publicJwk } = state.privateJwk; // drop the private parts
     return new DevIssuer(issuer, audience, state.clientId, state.clientSecret, state.privateJwk, { keys: [publicJwk] });
   }
 
