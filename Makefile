@@ -40,7 +40,8 @@ generate: $(NPM_INSTALL_STAMP)
 migrations: $(NPM_INSTALL_STAMP)
 	$(BIN)/drizzle-kit generate
 
-test: $(NPM_INSTALL_STAMP) check
+# The CLI suite runs the built binary, so test builds first.
+test: $(NPM_INSTALL_STAMP) check build
 	NODE_OPTIONS=--experimental-vm-modules $(BIN)/jest --ci
 
 bench: build

@@ -1,0 +1,68 @@
+// The `agentplane` command as an operator runs it (the built binary).
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import Database from "better-sqlite3";
+
+const exec = promisify(execFile);
+const CLI = join(process.cwd(), "dist/src/cli/main.js");
+
+async function agentplane(args: string[], env: Record<string, string> = {}) {
+  return exec("node", [CLI, ...args], { env: { PATH: process.env.PATH, ...env } }).then(
+    (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
+    (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
+  );
+}
+
+describe("agentplane CLI", () => {
+  let dataDir: string;
+  beforeAll(() => {
+    dataDir = mkdtempSync(join(tmpdir(), "agentplane-cli-"));
+  });
+  afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  it("refuses to serve without a real identity provider, saying what to set", async () => {
+    const res = await agentplane(["serve"], { AGENTPLANE_DATA_DIR: dataDir });
+    expect(res.code).toBe(1);
+    expect(res.stderr).toContain("AGENTPLANE_AUTH_MODE is required");
+    expect(res.stderr).toContain("AGENTPLANE_SECRET_KEY is required");
+    expect(res.stderr).toContain("agentplane dev");
+  });
+
+  it("refuses a half-configured jwt mode", async () => {
+    const res = await agentplane(["serve"], { AGENTPLANE_AUTH_MODE: "jwt", AGENTPLANE_DATA_DIR: dataDir });
+    expect(res.code).toBe(1);
+    expect(res.stderr).toContain("AGENTPLANE_JWT_ISSUER is required with AGENTPLANE_AUTH_MODE=jwt");
+  });
+
+  it("migrates, creates a tenant with its admin, and adds a member", async () => {
+    const env = { AGENTPLANE_DATA_DIR: dataDir };
+    expect((await agentplane(["migrate"], env)).code).toBe(0);
+    const created = await agentplane(["tenant", "create", "acme", "--admin", "client-1"], env);
+    expect(created.code).toBe(0);
+    expect(created.stdout).toMatch(/created tenant acme \(ten_/);
+    expect((await agentplane(["member", "add", "acme", "client-2", "--role", "viewer"], env)).code).toBe(0);
+
+    const db = new Database(join(dataDir, "agentplane.db"), { readonly: true });
+    const rows = db.prepare("select subject, role from members order by subject").all();
+    db.close();
+    expect(rows).toEqual([
+      { subject: "client-1", role: "admin" },
+      { subject: "client-2", role: "viewer" },
+    ]);
+
+    const dup = await agentplane(["tenant", "create", "acme"], env);
+    expect(dup.code).toBe(1);
+    expect(dup.stderr).toContain('tenant "acme" already exists');
+    const badSlug = await agentplane(["tenant", "create", "Acme!"], env);
+    expect(badSlug.stderr).toContain("tenant.slug");
+  });
+
+  it("prints usage for an unknown command", async () => {
+    const res = await agentplane(["frobnicate"]);
+    expect(res.code).toBe(2);
+    expect(res.stderr).toContain("usage:");
+  });
+});
