@@ -27,8 +27,9 @@ lint: $(NPM_INSTALL_STAMP)
 
 # Fails when gen/ or the migrations are not what the sources make.
 check: lint typecheck
-	@tmp=$$(mktemp -d) && $(BIN)/buf generate --output $$tmp && \
-	  if ! diff -r $$tmp/gen gen >/dev/null; then echo "gen/ is stale: run make generate and commit" >&2; rm -rf $$tmp; exit 1; fi; rm -rf $$tmp
+	@tmp=$$(mktemp -d); trap 'rm -rf '$$tmp EXIT; \
+	  $(BIN)/buf generate --output $$tmp || exit 1; \
+	  diff -r $$tmp/gen gen >/dev/null || { echo "gen/ is stale: run make generate and commit" >&2; exit 1; }
 	@$(BIN)/drizzle-kit check >/dev/null
 	@out=$$($(BIN)/drizzle-kit generate --name check 2>&1); if ! grep -q "No schema changes" <<<"$$out"; then \
 	  git checkout -- src/store/migrations 2>/dev/null; git clean -fdq src/store/migrations; \

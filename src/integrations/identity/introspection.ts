@@ -60,6 +60,9 @@ export function createIntrospectionAuthenticator(options: IntrospectionOptions):
       throw unavailable("token introspection answered with a body that is not JSON");
     }
     if (body.active !== true) throw unauthenticated("token is not active");
+    // Some providers answer `active: true` for refresh tokens too.
+    const kind = [body.token_use, body.token_type].find((v) => typeof v === "string") as string | undefined;
+    if (kind !== undefined && /refresh/i.test(kind)) throw unauthenticated("a refresh token is not an access token");
     const expiresAt = typeof body.exp === "number" ? body.exp * 1000 : undefined;
     if (expiresAt !== undefined && expiresAt <= Date.now()) throw unauthenticated("token has expired");
     if (options.audience !== undefined) {

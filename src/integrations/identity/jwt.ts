@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
 import { principalFromClaims, type Authenticator, type Principal } from "./principal.js";
@@ -52,11 +53,13 @@ export function createJwtAuthenticator(options: JwtOptions): Authenticator {
 
   return {
     async authenticate(token) {
-      const cached = cache.get(token);
+      // Keyed by digest so the cache never holds a usable token.
+      const key = createHash("sha256").update(token).digest("base64url");
+      const cached = cache.get(key);
       if (cached) return cached;
       try {
         const principal = await verify(token);
-        cache.set(token, principal, principal.expiresAt ?? 0);
+        cache.set(key, principal, principal.expiresAt ?? 0);
         return principal;
       } catch (err) {
         throw toConnectError(err);
