@@ -1,0 +1,313 @@
+// Management API throughput: what real JWT verification costs on a read.
+//
+// Two real agentplane servers run side by side in this process, identical
+// except for the authenticator: "jwt" verifies RS256 access tokens through the
+// production code path (createJwtAuthenticator over a local JWKS), "auth
+// disabled" resolves a fixed principal without looking at the token. Each is
+// loaded with autocannon on ListAgents (a 20-agent page) and the throughput
+// ratio is reported against the target "authenticated >= 80% of
+// unauthenticated". It reports; it does not fail on a missed target, only on a
+// request that was not answered 2xx.
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { availableParallelism, cpus, tmpdir } from "node:os";
+import { join } from "node:path";
+import { create } from "@bufbuild/protobuf";
+import autocannon, { type Result } from "autocannon";
+import { SignJWT, createLocalJWKSet, exportJWK, generateKeyPair } from "jose";
+import { AgentSchema } from "../../gen/platform/v1/agent_pb.js";
+import { Role } from "../../gen/platform/v1/common_pb.js";
+import {
+  AddMemberRequestSchema,
+  CreateAgentRequestSchema,
+  CreateTenantRequestSchema,
+} from "../../gen/platform/v1/platform_service_pb.js";
+import { buildApp, type App } from "../../src/app.js";
+import type { Authenticator, Principal } from "../../src/integrations/identity/index.js";
+import { createJwtAuthenticator } from "../../src/integrations/identity/jwt.js";
+import { SecretBox } from "../../src/lib/secret-box.js";
+import { createLogger } from "../../src/log.js";
+import { createSqliteStore } from "../../src/store/sqlite-store.js";
+import type { Store } from "../../src/store/store.js";
+
+const ISSUER = "https://bench.agentplane.invalid";
+const AUDIENCE = "agentplane-bench";
+const SUBJECT = "bench-admin";
+const SCOPES = ["platform:read", "platform:write"];
+const TENANT = "bench";
+const AGENT_COUNT = 20;
+const METHOD_PATH = "/platform.v1.PlatformService/ListAgents";
+const WARMUP_SECONDS = 3;
+const TARGET_RATIO = 0.8;
+
+function positiveInt(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer, got "${raw}"`);
+  return n;
+}
+
+function nonNegativeInt(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got "${raw}"`);
+  return n;
+}
+
+interface BenchServer {
+  name: string;
+  url: string;
+  app: App;
+  close(): Promise<void>;
+}
+
+// Starts agentplane the way production does (every surface, SQLite store with
+// its default synchronous=FULL, silent logger) on a loopback port.
+async function startServer(name: string, authenticator: Authenticator): Promise<BenchServer> {
+  const dir = mkdtempSync(join(tmpdir(), "agentplane-bench-"));
+  let store: Store | undefined;
+  let app: App | undefined;
+  try {
+    store = createSqliteStore({ path: join(dir, "agentplane.db") });
+    app = await buildApp({
+      store,
+      secrets: new SecretBox(randomBytes(32)),
+      authenticator,
+      logger: createLogger("silent"),
+    });
+    await app.server.listen({ host: "127.0.0.1", port: 0 });
+    const address = app.server.server.address();
+    if (!address || typeof address === "string") throw new Error(`${name}: server has no TCP address`);
+    await seed(app);
+    const opened = { app, store };
+    return {
+      name,
+      url: `http://127.0.0.1:${address.port}`,
+      app,
+      async close() {
+        await opened.app.server.close();
+        await opened.store.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  } catch (err) {
+    await app?.server.close().catch(() => undefined);
+    await store?.close().catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+// Tenant "bench" with bench-admin as admin, and a page of agents, created
+// through the service with operator authority.
+async function seed(app: App): Promise<void> {
+  const op = app.platform;
+  await op.invokeAsOperator(
+    "createTenant",
+    create(CreateTenantRequestSchema, { tenant: { slug: TENANT, displayName: "Benchmark tenant" } }),
+  );
+  await op.invokeAsOperator(
+    "addMember",
+    create(AddMemberRequestSchema, { member: { tenant: TENANT, subject: SUBJECT, role: Role.ADMIN } }),
+    TENANT,
+  );
+  for (let i = 1; i <= AGENT_COUNT; i++) {
+    const n = String(i).padStart(2, "0");
+    const agent = create(AgentSchema, {
+      name: `triage-agent-${n}`,
+      description: `Triages incoming events for queue ${n} and routes them to the owning team.`,
+      instructions:
+        "You are a triage assistant. Read the event, classify its severity (low, medium, high), " +
+        "summarise it in two sentences and name the team that owns the affected component.",
+      model: { baseUrl: "https://models.example.com/v1", model: "gpt-4o-mini", apiKey: i % 2 === 0 ? `sk-bench-${n}` : "" },
+      maxSteps: 8,
+    });
+    await op.invokeAsOperator("createAgent", create(CreateAgentRequestSchema, { agent }), TENANT);
+  }
+}
+
+function headersFor(token: string): Record<string, string> {
+  return { "content-type": "application/json", authorization: `Bearer ${token}`, "x-platform-tenant": TENANT };
+}
+
+// One request through fetch before any load: the page is what we think it
+// is, and the "jwt" server really rejects a token it cannot verify.
+async function preflight(server: BenchServer, token: string, expectVerification: boolean): Promise<void> {
+  const res = await fetch(server.url + METHOD_PATH, { method: "POST", headers: headersFor(token), body: "{}" });
+  const text = await res.text();
+  if (res.status !== 200) throw new Error(`${server.name}: ListAgents answered ${res.status}: ${text}`);
+  const body = JSON.parse(text) as { agents?: unknown[] };
+  if (body.agents?.length !== AGENT_COUNT)
+    throw new Error(`${server.name}: ListAgents returned ${body.agents?.length ?? 0} agents, expected ${AGENT_COUNT}`);
+
+  const forged = await fetch(server.url + METHOD_PATH, { method: "POST", headers: headersFor("not-a-jwt"), body: "{}" });
+  await forged.arrayBuffer();
+  if (expectVerification && forged.status !== 401)
+    throw new Error(`${server.name}: an unverifiable token got ${forged.status}, expected 401`);
+  if (!expectVerification && forged.status !== 200)
+    throw new Error(`${server.name}: auth-disabled server answered ${forged.status} to an arbitrary token`);
+}
+
+interface LoadOptions {
+  connections: number;
+  workers: number;
+}
+
+async function load(server: BenchServer, token: string, seconds: number, opts: LoadOptions, label: string): Promise<Result> {
+  const result = await autocannon({
+    url: server.url + METHOD_PATH,
+    method: "POST",
+    headers: headersFor(token),
+    body: "{}",
+    connections: opts.connections,
+    duration: seconds,
+    workers: opts.workers,
+  });
+  const bad = result.non2xx !== 0 || result.errors !== 0 || result.timeouts !== 0 || result["2xx"] === 0;
+  if (bad) {
+    const codes = Object.entries(result.statusCodeStats)
+      .map(([code, { count }]) => `${code}×${count}`)
+      .join(", ");
+    throw new Error(
+      `${server.name} (${label}): ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts, ` +
+        `${result["2xx"]} 2xx [status codes: ${codes || "none"}]`,
+    );
+  }
+  return result;
+}
+
+const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+// Completed (all 2xx) requests over the run's measured wall time. Steadier than
+// the mean of autocannon's 1 s samples, which can miss a tick when the load
+// generator's thread is starved of CPU.
+const reqPerSec = (r: Result): number => r["2xx"] / r.duration;
+
+interface Summary {
+  name: string;
+  reqPerSec: number;
+  runs: number[];
+  p50: number;
+  p99: number;
+  requests: number;
+}
+
+function summarize(name: string, results: Result[]): Summary {
+  return {
+    name,
+    reqPerSec: mean(results.map(reqPerSec)),
+    runs: results.map(reqPerSec),
+    p50: mean(results.map((r) => r.latency.p50)),
+    p99: mean(results.map((r) => r.latency.p99)),
+    requests: results.reduce((a, r) => a + r["2xx"], 0),
+  };
+}
+
+function printTable(rows: Summary[]): void {
+  const header = ["server", "req/s (mean)", "runs (req/s)", "p50 (ms)", "p99 (ms)", "2xx total"];
+  const cells = rows.map((r) => [
+    r.name,
+    r.reqPerSec.toFixed(0),
+    r.runs.map((x) => x.toFixed(0)).join(" / "),
+    r.p50.toFixed(1),
+    r.p99.toFixed(1),
+    String(r.requests),
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
+  const line = (c: string[]) => c.map((v, i) => (i === 0 ? v.padEnd(widths[i]!) : v.padStart(widths[i]!))).join("  ");
+  console.log(line(header));
+  console.log(widths.map((w) => "-".repeat(w)).join("  "));
+  for (const c of cells) console.log(line(c));
+}
+
+async function main(): Promise<void> {
+  const duration = positiveInt("BENCH_DURATION", 10);
+  const connections = positiveInt("BENCH_CONNECTIONS", 50);
+  // 1 (default): autocannon generates load from a worker thread, so the
+  // servers' event loop is not shared with the load generator.
+  const workers = nonNegativeInt("BENCH_WORKERS", 1);
+  const loadOpts: LoadOptions = { connections, workers };
+
+  // Identity: an RS256 key pair, verification through the production JWT
+  // authenticator over a local key set, and one access token for bench-admin.
+  const { publicKey, privateKey } = await generateKeyPair("RS256");
+  const publicJwk = { ...(await exportJWK(publicKey)), kid: "bench-1", alg: "RS256", use: "sig" };
+  const jwtAuthenticator = createJwtAuthenticator({
+    issuer: ISSUER,
+    audience: AUDIENCE,
+    algorithms: ["RS256"],
+    clockToleranceSeconds: 60,
+    keySet: createLocalJWKSet({ keys: [publicJwk] }),
+  });
+  const token = await new SignJWT({ scope: SCOPES.join(" ") })
+    .setProtectedHeader({ alg: "RS256", kid: "bench-1", typ: "at+jwt" })
+    .setIssuer(ISSUER)
+    .setAudience(AUDIENCE)
+    .setSubject(SUBJECT)
+    .setIssuedAt()
+    .setExpirationTime("1h")
+    .sign(privateKey);
+
+  // Same routes and service code; no token verification at all.
+  const fixedPrincipal: Principal = { subject: SUBJECT, scopes: new Set(SCOPES), claims: {} };
+  const disabledAuthenticator: Authenticator = { authenticate: () => Promise.resolve(fixedPrincipal) };
+
+  const servers: BenchServer[] = [];
+  try {
+    const disabled = await startServer("auth disabled", disabledAuthenticator);
+    servers.push(disabled);
+    const jwt = await startServer("jwt", jwtAuthenticator);
+    servers.push(jwt);
+    await preflight(disabled, token, false);
+    await preflight(jwt, token, true);
+
+    const cpuModel = cpus()[0]?.model.trim() ?? "unknown CPU";
+    console.log(
+      `agentplane management bench: POST ${METHOD_PATH} (${AGENT_COUNT} agents/page)\n` +
+        `node ${process.version}, ${availableParallelism()} CPUs (${cpuModel}); ` +
+        `${connections} connections, load generator on ${workers === 0 ? "the main thread" : `${workers} worker thread(s)`}\n` +
+        `${WARMUP_SECONDS} s warm-up per server, then ${duration} s runs in the order disabled, jwt, disabled, jwt\n`,
+    );
+
+    for (const server of [disabled, jwt]) {
+      process.stdout.write(`warm-up ${server.name} ... `);
+      const r = await load(server, token, WARMUP_SECONDS, loadOpts, "warm-up");
+      console.log(`${reqPerSec(r).toFixed(0)} req/s`);
+    }
+
+    const results = new Map<BenchServer, Result[]>([
+      [disabled, []],
+      [jwt, []],
+    ]);
+    const order = [disabled, jwt, disabled, jwt];
+    for (const [i, server] of order.entries()) {
+      process.stdout.write(`run ${i + 1}/${order.length} ${server.name} ... `);
+      const r = await load(server, token, duration, loadOpts, `run ${i + 1}`);
+      results.get(server)!.push(r);
+      console.log(`${reqPerSec(r).toFixed(0)} req/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms`);
+    }
+
+    const d = summarize(disabled.name, results.get(disabled)!);
+    const j = summarize(jwt.name, results.get(jwt)!);
+    console.log("");
+    printTable([d, j]);
+    const ratio = j.reqPerSec / d.reqPerSec;
+    const verdict = ratio >= TARGET_RATIO ? "met" : "NOT met";
+    console.log(
+      `\njwt / disabled: ${(ratio * 100).toFixed(1)} % of req/s ` +
+        `(target: authenticated >= ${TARGET_RATIO * 100}% of unauthenticated: ${verdict})`,
+    );
+  } finally {
+    for (const server of servers.reverse()) await server.close();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    console.error(`\nbench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    process.exit(1);
+  },
+);
