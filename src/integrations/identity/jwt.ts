@@ -1,6 +1,14 @@
 import { createHash } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
+import {
+  createRemoteJWKSet,
+  errors,
+  jwtVerify,
+  type JWTPayload,
+  type JWTVerifyGetKey,
+  type JWTVerifyOptions,
+  type JWTVerifyResult,
+} from "jose";
 import { principalFromClaims, type Authenticator, type Principal } from "./principal.js";
 import { TokenCache } from "./token-cache.js";
 
@@ -39,16 +47,26 @@ export function createJwtAuthenticator(options: JwtOptions): Authenticator {
       keySet = undefined; // try discovery again on the next request
       throw err;
     });
-    const { payload, protectedHeader } = await jwtVerify(token, await keySet, {
+    const verifyOptions = {
       issuer: options.issuer,
       audience: options.audience,
       algorithms: options.algorithms,
       clockTolerance: options.clockToleranceSeconds,
       requiredClaims: ["exp"],
-    });
-    if (protectedHeader.typ !== undefined && !ACCEPTED_TYP.has(protectedHeader.typ.toLowerCase()))
-      throw unauthenticated(`token type "${protectedHeader.typ}" is not an access token`);
-    return toPrincipal(payload);
+    };
+    let result: JWTVerifyResult;
+    try {
+      result = await jwtVerify(token, await keySet, verifyOptions);
+    } catch (err) {
+      // A token without `kid` while the JWKS holds several keys of its
+      // algorithm (rotation): jose leaves trying each candidate to us.
+      if (!(err instanceof errors.JWKSMultipleMatchingKeys)) throw err;
+      result = await verifyWithCandidates(token, err, verifyOptions);
+    }
+    const { typ } = result.protectedHeader;
+    if (typ !== undefined && (typeof typ !== "string" || !ACCEPTED_TYP.has(typ.toLowerCase())))
+      throw unauthenticated(`token type "${String(typ)}" is not an access token`);
+    return toPrincipal(result.payload);
   }
 
   return {
@@ -66,6 +84,21 @@ export function createJwtAuthenticator(options: JwtOptions): Authenticator {
       }
     },
   };
+}
+
+async function verifyWithCandidates(
+  token: string,
+  candidates: errors.JWKSMultipleMatchingKeys,
+  verifyOptions: JWTVerifyOptions,
+): Promise<JWTVerifyResult> {
+  for await (const key of candidates) {
+    try {
+      return await jwtVerify(token, key, verifyOptions);
+    } catch (err) {
+      if (!(err instanceof errors.JWSSignatureVerificationFailed)) throw err;
+    }
+  }
+  throw unauthenticated("token signature is invalid");
 }
 
 function toPrincipal(payload: JWTPayload): Principal {
@@ -99,8 +132,7 @@ function toConnectError(err: unknown): ConnectError {
   if (err instanceof errors.JWKSNoMatchingKey) return unauthenticated("token signing key is unknown");
   if (err instanceof errors.JWSSignatureVerificationFailed) return unauthenticated("token signature is invalid");
   if (err instanceof errors.JWKSTimeout) return new ConnectError("identity provider JWKS timed out", Code.Unavailable);
-  if (err instanceof errors.JWKSInvalid || err instanceof errors.JWKSMultipleMatchingKeys)
-    return new ConnectError("identity provider JWKS is unusable", Code.Unavailable);
+  if (err instanceof errors.JWKSInvalid) return new ConnectError("identity provider JWKS is unusable", Code.Unavailable);
   if (err instanceof errors.JOSEError && /JSON Web Key Set HTTP response/.test(err.message))
     return new ConnectError(`identity provider JWKS unavailable: ${err.message}`, Code.Unavailable);
   if (err instanceof errors.JOSEError) return unauthenticated("token is malformed or invalid");
