@@ -11,6 +11,19 @@ import { devIssuerSurface } from "./surfaces/dev-issuer.js";
 import { h2cServerFactory } from "./surfaces/h2c-server.js";
 import { healthSurface } from "./surfaces/health.js";
 import { restSurface } from "./surfaces/rest.js";
+import { webhookSurface } from "./surfaces/webhooks.js";
+import type { Executor } from "./runtime/executor.js";
+import { Scheduler } from "./runtime/scheduler.js";
+import { Worker } from "./runtime/worker.js";
+
+export interface RuntimeOptions {
+  executor: Executor;
+  concurrency: number;
+  leaseMs: number;
+  maxAttempts: number;
+  // The scheduler fires schedule triggers; tests drive it by hand instead.
+  scheduler: boolean;
+}
 
 export interface AppOptions {
   store: Store;
@@ -20,12 +33,20 @@ export interface AppOptions {
   tenantClaim?: string;
   metricsToken?: string;
   devIssuer?: DevIssuer;
-  bodyLimitBytes?: number;
+  webhook?: { maxBytes: number; ratePerSecond: number; burst: number };
+  // Without it, runs are queued but not executed by this process.
+  runtime?: RuntimeOptions;
 }
 
 export interface App {
   server: FastifyInstance;
   platform: Platform;
+  worker?: Worker;
+  scheduler?: Scheduler;
+  // Starts the worker and scheduler (after listen).
+  start(): void;
+  // Stops accepting, finishes or releases in-flight runs; the store stays open.
+  stop(graceMs?: number): Promise<void>;
 }
 
 // One Fastify server, one port: every surface is an encapsulated plugin over
@@ -34,19 +55,47 @@ export async function buildApp(options: AppOptions): Promise<App> {
   const server = Fastify({
     loggerInstance: options.logger as FastifyBaseLogger,
     serverFactory: h2cServerFactory,
-    bodyLimit: options.bodyLimitBytes ?? 1024 * 1024,
     // Per-request logs would cost more than the requests on the hot paths;
     // errors are still logged, and metrics count every request.
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
   });
-  const platform = createPlatform(options);
+  const log = options.logger;
+  let worker: Worker | undefined;
+  let scheduler: Scheduler | undefined;
+  const platform = createPlatform({
+    ...options,
+    webhookRate: options.webhook && { perSecond: options.webhook.ratePerSecond, burst: options.webhook.burst },
+    onRunsQueued: () => worker?.wake(),
+    onRunCancelled: (id) => worker?.cancel(id),
+    onFilterError: (triggerId, err) => log.warn({ triggerId, err }, "trigger filter failed on an event; treated as no match"),
+  });
+  if (options.runtime) {
+    const { executor, concurrency, leaseMs, maxAttempts } = options.runtime;
+    worker = new Worker({ queue: options.store.queue, executor, log, concurrency, leaseMs, maxAttempts });
+    if (options.runtime.scheduler) scheduler = new Scheduler({ store: options.store.schedules, log, onRunsQueued: () => worker?.wake() });
+  }
   const metrics = createMetrics();
   metrics.instrument(server);
 
   await server.register(healthSurface, { store: options.store, registry: metrics.registry, metricsToken: options.metricsToken });
   await server.register(connectSurface, { platform });
   await server.register(restSurface, { platform });
+  await server.register(webhookSurface, { ingestion: platform.webhooks, maxBytes: options.webhook?.maxBytes ?? 1024 * 1024 });
   if (options.devIssuer) await server.register(devIssuerSurface, { issuer: options.devIssuer });
-  return { server, platform };
+  return {
+    server,
+    platform,
+    worker,
+    scheduler,
+    start() {
+      worker?.start();
+      scheduler?.start();
+    },
+    async stop(graceMs) {
+      scheduler?.stop();
+      await server.close();
+      await worker?.stop(graceMs);
+    },
+  };
 }

@@ -35,6 +35,12 @@ export interface Config extends StoreConfig {
   tenantClaim?: string;
   metricsToken?: string;
   logLevel: string;
+  webhookMaxBytes: number;
+  webhookRatePerSecond: number;
+  webhookBurst: number;
+  workerConcurrency: number;
+  runLeaseMs: number;
+  runMaxAttempts: number;
 }
 
 export class ConfigError extends Error {
@@ -115,6 +121,8 @@ export interface StoreConfig {
   dataDir: string;
   sqlitePath: string;
   sqliteSynchronous: "FULL" | "NORMAL";
+  ingestBatchWindowMs: number;
+  ingestBatchMax: number;
 }
 
 // What the store commands (`migrate`, `tenant create`, …) need: no auth.
@@ -123,7 +131,18 @@ export function loadStoreConfig(env: Env = process.env): StoreConfig {
   const synchronous = (str(env, "AGENTPLANE_SQLITE_SYNCHRONOUS") ?? "FULL").toUpperCase();
   if (synchronous !== "FULL" && synchronous !== "NORMAL")
     throw new ConfigError(`AGENTPLANE_SQLITE_SYNCHRONOUS must be FULL or NORMAL, got "${synchronous}"`);
-  return { dataDir, sqlitePath: str(env, "AGENTPLANE_SQLITE_PATH") ?? join(dataDir, "agentplane.db"), sqliteSynchronous: synchronous };
+  const problems: string[] = [];
+  const ingestBatchWindowMs = int(env, "AGENTPLANE_INGEST_BATCH_WINDOW_MS", 0, problems);
+  const ingestBatchMax = int(env, "AGENTPLANE_INGEST_BATCH_MAX", 256, problems);
+  if (ingestBatchMax < 1) problems.push("AGENTPLANE_INGEST_BATCH_MAX must be at least 1");
+  if (problems.length) throw new ConfigError(problems.join("; "));
+  return {
+    dataDir,
+    sqlitePath: str(env, "AGENTPLANE_SQLITE_PATH") ?? join(dataDir, "agentplane.db"),
+    sqliteSynchronous: synchronous,
+    ingestBatchWindowMs,
+    ingestBatchMax,
+  };
 }
 
 export function loadConfig(env: Env = process.env, options: LoadOptions = {}): Config {
@@ -149,8 +168,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     problems.push("AGENTPLANE_SECRET_KEY must be 32 bytes, base64-encoded (openssl rand -base64 32)");
   if (!options.dev && secretKey === undefined)
     problems.push("AGENTPLANE_SECRET_KEY is required: 32 bytes, base64-encoded (openssl rand -base64 32)");
-  if (problems.length) throw new ConfigError("invalid configuration:\n  - " + problems.join("\n  - "));
-  return {
+  const config: Config = {
     host,
     port,
     publicUrl,
@@ -160,5 +178,17 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     tenantClaim: str(env, "AGENTPLANE_TENANT_CLAIM"),
     metricsToken: str(env, "AGENTPLANE_METRICS_TOKEN"),
     logLevel: str(env, "AGENTPLANE_LOG_LEVEL") ?? "info",
+    webhookMaxBytes: int(env, "AGENTPLANE_WEBHOOK_MAX_BYTES", 1024 * 1024, problems),
+    webhookRatePerSecond: int(env, "AGENTPLANE_WEBHOOK_RATE_PER_SECOND", 100, problems),
+    webhookBurst: int(env, "AGENTPLANE_WEBHOOK_BURST", 200, problems),
+    workerConcurrency: int(env, "AGENTPLANE_WORKER_CONCURRENCY", 8, problems),
+    runLeaseMs: int(env, "AGENTPLANE_RUN_LEASE_SECONDS", 30, problems) * 1000,
+    runMaxAttempts: int(env, "AGENTPLANE_RUN_MAX_ATTEMPTS", 3, problems),
   };
+  if (config.workerConcurrency < 1) problems.push("AGENTPLANE_WORKER_CONCURRENCY must be at least 1");
+  if (config.runMaxAttempts < 1) problems.push("AGENTPLANE_RUN_MAX_ATTEMPTS must be at least 1");
+  if (config.webhookRatePerSecond < 1 || config.webhookBurst < 1)
+    problems.push("AGENTPLANE_WEBHOOK_RATE_PER_SECOND and AGENTPLANE_WEBHOOK_BURST must be at least 1");
+  if (problems.length) throw new ConfigError("invalid configuration:\n  - " + problems.join("\n  - "));
+  return config;
 }

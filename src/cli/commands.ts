@@ -3,16 +3,21 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Role } from "../../gen/platform/v1/common_pb.js";
 import { buildApp } from "../app.js";
-import { loadConfig, loadStoreConfig, type Config } from "../config.js";
+import { loadConfig, loadStoreConfig, type Config, type StoreConfig } from "../config.js";
 import { DevIssuer } from "../integrations/identity/dev-issuer.js";
 import { createAuthenticator, type Authenticator } from "../integrations/identity/index.js";
 import { SecretBox } from "../lib/secret-box.js";
 import { createLogger } from "../log.js";
 import { createPlatform } from "../service/platform.js";
+import { noopExecutor } from "../runtime/executor.js";
 import { createSqliteStore } from "../store/sqlite-store.js";
 
-function openStore(config = loadStoreConfig()) {
-  return createSqliteStore({ path: config.sqlitePath, synchronous: config.sqliteSynchronous });
+function openStore(config: StoreConfig = loadStoreConfig()) {
+  return createSqliteStore({
+    path: config.sqlitePath,
+    synchronous: config.sqliteSynchronous,
+    groupCommit: { windowMs: config.ingestBatchWindowMs, maxBatch: config.ingestBatchMax },
+  });
 }
 
 // Store commands run with the operator's authority; no key is needed for
@@ -27,6 +32,21 @@ export async function migrate(): Promise<void> {
   const config = loadStoreConfig();
   await openStore(config).close();
   console.log(`migrated ${config.sqlitePath}`);
+}
+
+export async function sourceCreate(tenant: string, name: string): Promise<void> {
+  const { store, platform } = operatorPlatform();
+  try {
+    const { webhookSource, token } = await platform.invokeAsOperator(
+      "createWebhookSource",
+      { $typeName: "platform.v1.CreateWebhookSourceRequest", webhookSource: { $typeName: "platform.v1.WebhookSource", id: "", tenant, name } },
+      tenant,
+    );
+    console.log(`created webhook source ${webhookSource?.name} (${webhookSource?.id}) in ${tenant}`);
+    console.log(`token (shown once, store it in a secrets manager): ${token}`);
+  } finally {
+    await store.close();
+  }
 }
 
 export async function tenantCreate(slug: string, admin: string | undefined, displayName = ""): Promise<void> {
@@ -57,8 +77,8 @@ export async function memberAdd(
 
 async function serveWith(config: Config, authenticator: Authenticator, secrets: SecretBox, devIssuer?: DevIssuer) {
   const logger = createLogger(config.logLevel);
-  const store = createSqliteStore({ path: config.sqlitePath, synchronous: config.sqliteSynchronous });
-  const { server } = await buildApp({
+  const store = openStore(config);
+  const app = await buildApp({
     store,
     secrets,
     authenticator,
@@ -66,11 +86,21 @@ async function serveWith(config: Config, authenticator: Authenticator, secrets: 
     tenantClaim: config.tenantClaim,
     metricsToken: config.metricsToken,
     devIssuer,
+    webhook: { maxBytes: config.webhookMaxBytes, ratePerSecond: config.webhookRatePerSecond, burst: config.webhookBurst },
+    runtime: {
+      executor: noopExecutor,
+      concurrency: config.workerConcurrency,
+      leaseMs: config.runLeaseMs,
+      maxAttempts: config.runMaxAttempts,
+      scheduler: true,
+    },
   });
+  const { server } = app;
   await server.listen({ host: config.host, port: config.port });
+  app.start();
   const shutdown = async (signal: string) => {
-    logger.info({ signal }, "shutting down");
-    await server.close();
+    logger.info({ signal }, "shutting down: finishing or releasing in-flight runs");
+    await app.stop();
     await store.close();
     process.exit(0);
   };

@@ -1,14 +1,15 @@
 #!/usr/bin/env node
 import { parseArgs } from "node:util";
 import { ConfigError } from "../config.js";
-import { dev, memberAdd, migrate, serve, tenantCreate } from "./commands.js";
+import { dev, memberAdd, migrate, serve, sourceCreate, tenantCreate } from "./commands.js";
 
 const USAGE = `usage:
   agentplane serve                                   run the service (configured by AGENTPLANE_* variables)
   agentplane dev                                     run locally: SQLite in ./data, embedded token issuer
   agentplane migrate                                 apply database migrations
   agentplane tenant create <slug> [--admin <subject>] [--display-name <name>]
-  agentplane member add <tenant> <subject> [--role admin|viewer]`;
+  agentplane member add <tenant> <subject> [--role admin|viewer]
+  agentplane source create <tenant> <name>          create a webhook source; prints its token once`;
 
 async function main(argv: string[]): Promise<void> {
   const { positionals, values } = parseArgs({
@@ -33,6 +34,9 @@ async function main(argv: string[]): Promise<void> {
     case "tenant create":
       if (!rest[0]) throw new UsageError("tenant create needs a slug");
       return tenantCreate(rest[0], values.admin, values["display-name"]);
+    case "source create":
+      if (!rest[0] || !rest[1]) throw new UsageError("source create needs a tenant and a name");
+      return sourceCreate(rest[0], rest[1]);
     case "member add":
       if (!rest[0] || !rest[1]) throw new UsageError("member add needs a tenant and a subject");
       return memberAdd(rest[0], rest[1], values.role);

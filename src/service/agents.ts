@@ -39,7 +39,7 @@ export function agentMessage(row: AgentRow): Agent {
   });
 }
 
-export function agentHandlers({ store, secrets, now }: ServiceDeps) {
+export function agentHandlers({ store, secrets, now, onRunsQueued }: ServiceDeps) {
   // Validates an agent as a whole and returns the columns it is stored as.
   async function columns(tenantId: string, agent: Agent, id: string, previousKey: string | null) {
     const skillIds = [...new Set(agent.skillIds)];
@@ -149,6 +149,7 @@ export function agentHandlers({ store, secrets, now }: ServiceDeps) {
           updateTime: t,
         })
         .catch(fromStoreError);
+      onRunsQueued();
       return { run: { ...runMessage(run), tenant: tenant.slug } };
     },
   } satisfies Partial<PlatformHandlers>;

@@ -1,9 +1,10 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError } from "@connectrpc/connect";
 import { EventSchema, type Event } from "../../gen/platform/v1/event_pb.js";
 import type { EventRow } from "../store/schema.js";
+import { newId } from "../lib/ids.js";
 import { fromStoreError, notFound } from "./errors.js";
+import { runMessage } from "./runs.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";
 
@@ -21,7 +22,7 @@ export function eventMessage(row: EventRow, runIds: string[] = []): Event {
   });
 }
 
-export function eventHandlers({ store }: ServiceDeps) {
+export function eventHandlers({ store, matcher, now, onRunsQueued }: ServiceDeps) {
   async function find(tenantId: string, id: string): Promise<EventRow> {
     const row = await store.events.get(tenantId, id).catch(fromStoreError);
     if (!row) throw notFound("event", id);
@@ -49,9 +50,33 @@ export function eventHandlers({ store }: ServiceDeps) {
       const runIds = await store.runs.idsForEvent(tenant.id, row.id).catch(fromStoreError);
       return { event: { ...eventMessage(row, runIds), tenant: tenant.slug } };
     },
+    // Queues runs again for the triggers that match the event now (a trigger
+    // added since, or one whose filter changed), as a new set of runs.
     async replayEvent({ id }, call) {
-      await find(tenantOf(call).id, id);
-      throw new ConnectError("replaying events is not available in this release yet", Code.Unimplemented);
+      const tenant = tenantOf(call);
+      const event = await find(tenant.id, id);
+      const candidates = await store.webhooks.matchCandidates(tenant.id, event.sourceId).catch(fromStoreError);
+      const matched = await matcher.matching(candidates, event.eventType, event.payload);
+      const t = now();
+      const rows = matched.map((m) => ({
+        id: newId("run"),
+        tenantId: tenant.id,
+        agentId: m.agentId,
+        triggerId: m.id,
+        eventId: event.id,
+        status: "queued" as const,
+        steps: [],
+        createTime: t,
+        updateTime: t,
+      }));
+      await store.queue.insertMany(rows).catch(fromStoreError);
+      if (rows.length) onRunsQueued();
+      const runIds = await store.runs.idsForEvent(tenant.id, event.id).catch(fromStoreError);
+      const runs = await Promise.all(rows.map((r) => store.runs.get(tenant.id, r.id)));
+      return {
+        event: { ...eventMessage(event, runIds), tenant: tenant.slug },
+        runs: runs.filter((r) => r !== undefined).map((r) => ({ ...runMessage(r), tenant: tenant.slug })),
+      };
     },
   } satisfies Partial<PlatformHandlers>;
 }

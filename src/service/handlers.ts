@@ -4,6 +4,7 @@ import type { PlatformService } from "../../gen/platform/v1/platform_service_pb.
 import type { SecretBox } from "../lib/secret-box.js";
 import type { Store } from "../store/store.js";
 import type { CallContext } from "./access.js";
+import type { EventMatcher } from "./event-matching.js";
 
 type Methods = typeof PlatformService.method;
 export type MethodName = keyof Methods;
@@ -21,6 +22,11 @@ export interface ServiceDeps {
   store: Store;
   secrets: SecretBox;
   now: () => number;
+  matcher: EventMatcher;
+  // Runs were committed to the queue: wake the workers.
+  onRunsQueued: () => void;
+  // A run was cancelled: stop it now if it is executing here.
+  onRunCancelled: (runId: string) => void;
 }
 
 // Tenant operations always have a tenant once authorized.

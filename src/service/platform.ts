@@ -5,6 +5,8 @@ import type { SecretBox } from "../lib/secret-box.js";
 import type { Store } from "../store/store.js";
 import { PLATFORM_ADMIN_SCOPE, createAccess, type CallerInput, type Surface } from "./access.js";
 import { notFound } from "./errors.js";
+import { EventMatcher } from "./event-matching.js";
+import { createWebhookIngestion } from "./webhooks.js";
 import { agentHandlers } from "./agents.js";
 import { eventHandlers } from "./events.js";
 import type { Handler, PlatformHandlers, ServiceDeps } from "./handlers.js";
@@ -21,12 +23,24 @@ export interface PlatformOptions {
   authenticator: Authenticator;
   tenantClaim?: string;
   now?: () => number;
+  webhookRate?: { perSecond: number; burst: number };
+  onRunsQueued?: () => void;
+  onRunCancelled?: (runId: string) => void;
+  onFilterError?: (triggerId: string, err: unknown) => void;
 }
 
 // The one implementation every surface calls: authorize by the method's
 // descriptor, then run the resource module's handler.
 export function createPlatform(options: PlatformOptions) {
-  const deps: ServiceDeps = { store: options.store, secrets: options.secrets, now: options.now ?? Date.now };
+  const deps: ServiceDeps = {
+    store: options.store,
+    secrets: options.secrets,
+    now: options.now ?? Date.now,
+    matcher: new EventMatcher(options.onFilterError),
+    // Late-bound: the worker that listens is created after the platform.
+    onRunsQueued: () => options.onRunsQueued?.(),
+    onRunCancelled: (id) => options.onRunCancelled?.(id),
+  };
   const handlers: PlatformHandlers = {
     ...tenantHandlers(deps),
     ...memberHandlers(deps),
@@ -39,8 +53,18 @@ export function createPlatform(options: PlatformOptions) {
   };
   const access = createAccess(options);
 
+  const webhooks = createWebhookIngestion({
+    store: options.store,
+    matcher: deps.matcher,
+    ratePerSecond: options.webhookRate?.perSecond ?? 100,
+    burst: options.webhookRate?.burst ?? 200,
+    now: deps.now,
+    onRunsQueued: deps.onRunsQueued,
+  });
+
   return {
     service: PlatformService,
+    webhooks,
     // For the local operator CLI, which works on the configured store with
     // the machine's own authority (like `psql` as the database owner): runs a
     // handler as platform admin, in the given tenant when one is named.

@@ -47,7 +47,7 @@ export function runMessage(row: RunRow): Run {
   });
 }
 
-export function runHandlers({ store, now }: ServiceDeps) {
+export function runHandlers({ store, now, onRunCancelled }: ServiceDeps) {
   return {
     async listRuns(req, call) {
       const tenant = tenantOf(call);
@@ -82,6 +82,7 @@ export function runHandlers({ store, now }: ServiceDeps) {
         .update(tenant.id, id, { status: "cancelled", endTime: t, updateTime: t, leaseOwner: null, leaseExpireTime: null })
         .catch(fromStoreError);
       if (!updated) throw notFound("run", id);
+      onRunCancelled(id);
       return { run: { ...runMessage(updated), tenant: tenant.slug } };
     },
   } satisfies Partial<PlatformHandlers>;

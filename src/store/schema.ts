@@ -1,7 +1,7 @@
 // Drizzle schema: the single definition of the tables; migrations under
 // ./migrations are generated from it by drizzle-kit (`make migrations`).
 import { sql } from "drizzle-orm";
-import { index, integer, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
 // Timestamps are integer milliseconds since the epoch.
 const times = {
@@ -185,8 +185,24 @@ export const runs = sqliteTable(
   (t) => [
     index("runs_tenant").on(t.tenantId, t.id),
     index("runs_event").on(t.eventId),
-    index("runs_queue").on(t.status, t.leaseExpireTime),
+    // The queue: queued runs oldest first, and running runs by lease expiry.
+    index("runs_queue").on(t.status, t.id),
+    index("runs_leases").on(t.status, t.leaseExpireTime),
   ],
+);
+
+// One row per fired schedule slot: the primary key makes a slot fire once,
+// across restarts and replicas.
+export const scheduleSlots = sqliteTable(
+  "schedule_slots",
+  {
+    triggerId: text("trigger_id")
+      .notNull()
+      .references(() => triggers.id, { onDelete: "cascade" }),
+    slotTime: integer("slot_time").notNull(),
+    runId: text("run_id").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.triggerId, t.slotTime] })],
 );
 
 export type TenantRow = typeof tenants.$inferSelect;

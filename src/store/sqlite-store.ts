@@ -1,34 +1,12 @@
 import { and, desc, eq, gte, lt, or, type SQL } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
-import { StoreConflictError, StoreReferenceError, StoreUnavailableError } from "./errors.js";
+import { run } from "./sqlite-errors.js";
+import { createSqliteWebhookStore, type GroupCommitOptions } from "./sqlite-ingest.js";
+import { createSqliteRunQueue } from "./sqlite-queue.js";
+import { createSqliteScheduleStore } from "./sqlite-schedules.js";
 import * as schema from "./schema.js";
 import { migrateSqlite, openSqlite, type Db, type SqliteOptions } from "./sqlite.js";
 import type { EventQuery, ListQuery, Store, TenantRepo } from "./store.js";
-
-// SQLite error codes that mean "the database cannot serve now", as opposed to
-// a bad request: they surface as `unavailable`.
-const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|READONLY|CORRUPT|NOTADB|PROTOCOL)/;
-
-function toStoreError(err: unknown): unknown {
-  const code = (err as { code?: unknown }).code;
-  const message = (err as Error).message;
-  if (typeof code === "string") {
-    if (code === "SQLITE_CONSTRAINT_UNIQUE" || code === "SQLITE_CONSTRAINT_PRIMARYKEY") return new StoreConflictError(message);
-    if (code === "SQLITE_CONSTRAINT_FOREIGNKEY") return new StoreReferenceError(message);
-    if (UNAVAILABLE_CODES.test(code)) return new StoreUnavailableError(message);
-  }
-  if (err instanceof TypeError && /database connection is not open/.test(message)) return new StoreUnavailableError(message);
-  return err;
-}
-
-// Runs a synchronous better-sqlite3 call behind the async store contract.
-function run<T>(fn: () => T): Promise<T> {
-  try {
-    return Promise.resolve(fn());
-  } catch (err) {
-    return Promise.reject(toStoreError(err));
-  }
-}
 
 interface TenantScopedTable extends SQLiteTable {
   id: SQLiteColumn;
@@ -84,7 +62,12 @@ function tenantRepo<T extends TenantScopedTable, Row, Insert>(db: Db, table: T, 
   return repo;
 }
 
-export function createSqliteStore(options: SqliteOptions & { migrate?: boolean }): Store & { db: Db } {
+export interface SqliteStoreOptions extends SqliteOptions {
+  migrate?: boolean;
+  groupCommit?: GroupCommitOptions;
+}
+
+export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db } {
   const { db, raw } = openSqlite(options);
   if (options.migrate !== false) migrateSqlite(db);
   const { tenants, members, agents, skills, triggers, webhookSources, events, runs } = schema;
@@ -146,6 +129,9 @@ export function createSqliteStore(options: SqliteOptions & { migrate?: boolean }
             .map((r) => r.id),
         ),
     },
+    webhooks: createSqliteWebhookStore(db, raw, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }),
+    queue: createSqliteRunQueue(raw),
+    schedules: createSqliteScheduleStore(raw),
     ping: () => run(() => void ping.get()),
     close: () => run(() => void raw.close()),
   };

@@ -60,6 +60,65 @@ export interface RunStore extends TenantRepo<RunRow, typeof runs.$inferInsert> {
   idsForEvent(tenantId: string, eventId: string): Promise<string[]>;
 }
 
+type EventInsert = typeof events.$inferInsert;
+type RunInsert = typeof runs.$inferInsert;
+
+export interface IngestItem {
+  event: EventInsert;
+  // Runs queued by the event; committed with it or not at all.
+  runs: RunInsert[];
+}
+
+export type IngestResult = { duplicate: false; eventId: string } | { duplicate: true; eventId: string };
+
+export interface WebhookStore {
+  // The source whose current token, or previous token still in its grace
+  // period, has this digest.
+  findSourceByTokenDigest(digest: string, now: number): Promise<WebhookSourceRow | undefined>;
+  // Enabled webhook triggers of enabled agents, for this source or any source
+  // of the tenant (an indexed lookup, not a scan of every trigger).
+  matchCandidates(tenantId: string, sourceId: string): Promise<TriggerRow[]>;
+  // Commits the event and its runs in one transaction, concurrent calls
+  // grouped into one commit. An event whose (source, idempotency key) was
+  // stored less than `idempotencyWindowMs` ago is a duplicate and stores nothing.
+  ingest(item: IngestItem, idempotencyWindowMs: number): Promise<IngestResult>;
+}
+
+export interface RunOutcome {
+  status: "succeeded" | "failed" | "timed_out";
+  steps: RunRow["steps"];
+  output?: unknown;
+  error: string;
+}
+
+export interface RunQueue {
+  // Leases up to `limit` runs, oldest first: queued runs, and running runs
+  // whose lease expired (their worker died). Each claim is one attempt; a run
+  // whose lease expired on its last attempt is failed instead.
+  claim(owner: string, limit: number, leaseMs: number, maxAttempts: number, now: number): Promise<RunRow[]>;
+  // Extends the leases still held; returns the ids the owner still holds
+  // (a cancelled run is no longer held).
+  heartbeat(owner: string, ids: string[], leaseMs: number, now: number): Promise<Set<string>>;
+  recordSteps(owner: string, id: string, steps: RunRow["steps"], now: number): Promise<boolean>;
+  // Ends a run the owner still holds; false when it lost the lease or the run was cancelled.
+  finish(owner: string, id: string, outcome: RunOutcome, now: number): Promise<boolean>;
+  // Gives held runs back to the queue (graceful shutdown), refunding the attempt.
+  release(owner: string, ids: string[], now: number): Promise<void>;
+  // The earliest lease expiry among running runs: when a dead worker's run
+  // becomes claimable.
+  nextLeaseExpiry(): Promise<number | undefined>;
+  insertMany(rows: RunInsert[]): Promise<void>;
+}
+
+export interface ScheduleStore {
+  // Enabled schedule triggers of enabled agents, across tenants.
+  scheduleTriggers(): Promise<TriggerRow[]>;
+  lastSlot(triggerId: string): Promise<number | undefined>;
+  // Records the slot and queues its run in one transaction; false when the
+  // slot already fired.
+  fireSlot(triggerId: string, slotTime: number, run: RunInsert): Promise<boolean>;
+}
+
 export interface Store {
   tenants: TenantStore;
   members: MemberStore;
@@ -69,6 +128,9 @@ export interface Store {
   webhookSources: TenantRepo<WebhookSourceRow, typeof webhookSources.$inferInsert>;
   events: EventStore;
   runs: RunStore;
+  webhooks: WebhookStore;
+  queue: RunQueue;
+  schedules: ScheduleStore;
   // Throws StoreUnavailableError when the database cannot answer.
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -1,0 +1,79 @@
+import { Cron } from "croner";
+import type { Logger } from "pino";
+import { newId } from "../lib/ids.js";
+import type { TriggerRow } from "../store/schema.js";
+import type { ScheduleStore } from "../store/store.js";
+
+export interface SchedulerOptions {
+  store: ScheduleStore;
+  log: Logger;
+  onRunsQueued?: () => void;
+  // How often trigger changes are picked up, at most.
+  refreshMs?: number;
+  now?: () => number;
+}
+
+// Fires schedule triggers. Each slot is recorded with its run in one
+// transaction (primary key: trigger, slot), so a slot fires once across
+// restarts and replicas; after downtime only the latest missed slot fires.
+export class Scheduler {
+  readonly #o: Required<SchedulerOptions>;
+  #timer?: NodeJS.Timeout;
+  #stopped = true;
+
+  constructor(options: SchedulerOptions) {
+    this.#o = { refreshMs: 30_000, now: Date.now, onRunsQueued: () => {}, ...options };
+  }
+
+  start(): void {
+    this.#stopped = false;
+    void this.#loop();
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+  }
+
+  // Fires every slot due at `now`; returns how many fired.
+  async tick(now = this.#o.now()): Promise<{ fired: number; next?: number }> {
+    let fired = 0;
+    let next: number | undefined;
+    for (const trigger of await this.#o.store.scheduleTriggers()) {
+      const cron = new Cron(trigger.cron!, { paused: true, timezone: trigger.timezone ?? undefined });
+      const due = cron.previousRuns(1, new Date(now + 1))[0]?.getTime();
+      const last = (await this.#o.store.lastSlot(trigger.id)) ?? trigger.createTime;
+      if (due !== undefined && due > last && (await this.#fire(trigger, due, now))) fired++;
+      const upcoming = cron.nextRun(new Date(now))?.getTime();
+      if (upcoming !== undefined && (next === undefined || upcoming < next)) next = upcoming;
+    }
+    if (fired) this.#o.onRunsQueued();
+    return { fired, next };
+  }
+
+  async #fire(trigger: TriggerRow, slot: number, now: number): Promise<boolean> {
+    return this.#o.store.fireSlot(trigger.id, slot, {
+      id: newId("run"),
+      tenantId: trigger.tenantId,
+      agentId: trigger.agentId,
+      triggerId: trigger.id,
+      input: { scheduled_time: new Date(slot).toISOString() },
+      status: "queued",
+      steps: [],
+      createTime: now,
+      updateTime: now,
+    });
+  }
+
+  async #loop(): Promise<void> {
+    if (this.#stopped) return;
+    let wait = this.#o.refreshMs;
+    try {
+      const { next } = await this.tick();
+      if (next !== undefined) wait = Math.max(10, Math.min(wait, next - this.#o.now()));
+    } catch (err) {
+      this.#o.log.error({ err }, "scheduler tick failed");
+    }
+    if (!this.#stopped) this.#timer = setTimeout(() => void this.#loop(), wait);
+  }
+}

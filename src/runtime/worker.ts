@@ -1,0 +1,149 @@
+import { randomUUID } from "node:crypto";
+import type { Logger } from "pino";
+import type { RunStepRecord } from "../store/schema.js";
+import type { RunQueue } from "../store/store.js";
+import type { ExecutionResult, Executor } from "./executor.js";
+
+export interface WorkerOptions {
+  queue: RunQueue;
+  executor: Executor;
+  log: Logger;
+  // Runs executing at once in this process.
+  concurrency: number;
+  leaseMs: number;
+  maxAttempts: number;
+  // Upper bound on sleeping with nothing to do, for runs queued by another
+  // process (the CLI, another replica). In-process queueing calls wake().
+  idlePollMs?: number;
+  now?: () => number;
+}
+
+// Claims runs with a lease, executes them with bounded concurrency, keeps the
+// leases alive, and records the outcome. A worker that dies leaves leases
+// that expire, and the runs are claimed again (at-least-once).
+export class Worker {
+  readonly owner = `worker-${randomUUID()}`;
+  readonly #o: Required<WorkerOptions>;
+  readonly #active = new Map<string, { controller: AbortController; done: Promise<void> }>();
+  #timer?: NodeJS.Timeout;
+  #heartbeat?: NodeJS.Timeout;
+  #pumping = false;
+  #again = false;
+  #stopped = true;
+
+  constructor(options: WorkerOptions) {
+    this.#o = { idlePollMs: 5000, now: Date.now, ...options };
+  }
+
+  start(): void {
+    this.#stopped = false;
+    this.#heartbeat = setInterval(() => void this.#beat(), Math.max(50, this.#o.leaseMs / 3));
+    this.wake();
+  }
+
+  wake(): void {
+    if (this.#stopped) return;
+    if (this.#pumping) {
+      this.#again = true;
+      return;
+    }
+    void this.#pump();
+  }
+
+  // Aborts a run executing here (it was cancelled through the API).
+  cancel(runId: string): void {
+    this.#active.get(runId)?.controller.abort(new Error("run cancelled"));
+  }
+
+  get active(): number {
+    return this.#active.size;
+  }
+
+  // Stops claiming, lets running runs finish for up to `graceMs`, then aborts
+  // and releases the rest to the queue for another worker.
+  async stop(graceMs = 10_000): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    const all = () => Promise.all([...this.#active.values()].map((a) => a.done));
+    await Promise.race([all(), new Promise((r) => setTimeout(r, graceMs).unref())]);
+    const left = [...this.#active.keys()];
+    for (const { controller } of this.#active.values()) controller.abort(new Error("worker shutting down"));
+    await all();
+    clearInterval(this.#heartbeat);
+    if (left.length) await this.#o.queue.release(this.owner, left, this.#o.now());
+  }
+
+  async #pump(): Promise<void> {
+    this.#pumping = true;
+    try {
+      do {
+        this.#again = false;
+        clearTimeout(this.#timer);
+        const free = this.#o.concurrency - this.#active.size;
+        if (free <= 0 || this.#stopped) break;
+        const runs = await this.#o.queue.claim(this.owner, free, this.#o.leaseMs, this.#o.maxAttempts, this.#o.now());
+        for (const run of runs) this.#launch(run);
+        if (runs.length === free) this.#again = true;
+      } while (this.#again && !this.#stopped);
+      if (!this.#stopped) await this.#sleep();
+    } catch (err) {
+      this.#o.log.error({ err }, "run queue claim failed");
+      if (!this.#stopped) this.#timer = setTimeout(() => this.wake(), 1000);
+    } finally {
+      this.#pumping = false;
+    }
+  }
+
+  // Sleeps until a dead worker's lease expires, or the idle poll.
+  async #sleep(): Promise<void> {
+    const expiry = await this.#o.queue.nextLeaseExpiry();
+    const until = expiry === undefined ? this.#o.idlePollMs : Math.max(10, expiry - this.#o.now() + 5);
+    this.#timer = setTimeout(() => this.wake(), Math.min(until, this.#o.idlePollMs));
+  }
+
+  #launch(run: Parameters<Executor["execute"]>[0]): void {
+    const controller = new AbortController();
+    const done = this.#execute(run, controller).finally(() => {
+      this.#active.delete(run.id);
+      this.wake();
+    });
+    this.#active.set(run.id, { controller, done });
+  }
+
+  async #execute(run: Parameters<Executor["execute"]>[0], controller: AbortController): Promise<void> {
+    const { queue, executor, log, now } = this.#o;
+    const steps: RunStepRecord[] = [];
+    let result: ExecutionResult;
+    try {
+      result = await executor.execute(run, {
+        signal: controller.signal,
+        recordStep: async (step) => {
+          steps.push(step);
+          await queue.recordSteps(this.owner, run.id, steps, now());
+        },
+      });
+    } catch (err) {
+      result = { status: "failed", error: (err as Error).message };
+    }
+    if (controller.signal.aborted) return; // cancelled, lease lost, or released on shutdown
+    const finished = await queue
+      .finish(this.owner, run.id, { ...result, output: result.status === "succeeded" ? result.output : undefined, error: result.status === "succeeded" ? "" : result.error, steps }, now())
+      .catch((err: unknown) => {
+        log.error({ err, run: run.id }, "recording a run outcome failed; its lease will expire and it runs again");
+        return true;
+      });
+    if (!finished) log.warn({ run: run.id }, "run ended after it was cancelled or its lease was lost");
+  }
+
+  // Extends every held lease; a run no longer held (cancelled) is aborted.
+  async #beat(): Promise<void> {
+    const ids = [...this.#active.keys()];
+    if (!ids.length) return;
+    try {
+      const held = await this.#o.queue.heartbeat(this.owner, ids, this.#o.leaseMs, this.#o.now());
+      for (const id of ids) if (!held.has(id)) this.#active.get(id)?.controller.abort(new Error("run cancelled"));
+    } catch (err) {
+      this.#o.log.error({ err }, "lease heartbeat failed");
+    }
+  }
+}

@@ -1,0 +1,105 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { newId } from "../lib/ids.js";
+import { webhookTokenDigest } from "../lib/webhook-token.js";
+import type { WebhookSourceRow } from "../store/schema.js";
+import type { Store } from "../store/store.js";
+import { fromStoreError, invalidArgument } from "./errors.js";
+import type { EventMatcher } from "./event-matching.js";
+import { checkEventType } from "./event-pattern.js";
+import { RateLimiter } from "./rate-limit.js";
+
+export const IDEMPOTENCY_WINDOW_MS = 24 * 3600_000;
+const TOKEN_SHAPE = /^whk_[A-Za-z0-9_-]{20,200}$/;
+
+export interface WebhookOptions {
+  store: Store;
+  matcher: EventMatcher;
+  ratePerSecond: number;
+  burst: number;
+  now?: () => number;
+  // Called after runs were committed, so workers wake without polling.
+  onRunsQueued?: () => void;
+}
+
+export type Accepted =
+  | { status: 202; body: { event_id: string; matched_triggers: number } }
+  | { status: 200; body: { event_id: string; duplicate: true } };
+
+// One message for every token failure, so a caller learns nothing about
+// which tokens or sources exist.
+const unauthenticated = () => new ConnectError("invalid or missing webhook token", Code.Unauthenticated);
+
+export function createWebhookIngestion(options: WebhookOptions) {
+  const { store } = options;
+  const now = options.now ?? Date.now;
+  const limiter = new RateLimiter(options.ratePerSecond, options.burst);
+  const { matcher } = options;
+
+  return {
+    // Before the body is read: who is sending, and may it send now.
+    async authenticate(token: string | undefined): Promise<WebhookSourceRow> {
+      if (!token || !TOKEN_SHAPE.test(token)) throw unauthenticated();
+      const source = await store.webhooks.findSourceByTokenDigest(webhookTokenDigest(token), now()).catch(fromStoreError);
+      if (!source || !source.enabled) throw unauthenticated();
+      const taken = limiter.take(source.id, now());
+      if (!taken.ok)
+        throw new ConnectError("rate limit exceeded for this webhook source", Code.ResourceExhausted, {
+          "retry-after": String(taken.retryAfterSeconds),
+        });
+      return source;
+    },
+
+    // Validates the event, queues a run per matching trigger, and answers only
+    // once the event and its runs are committed together.
+    async accept(source: WebhookSourceRow, body: unknown, idempotencyKey: string | undefined): Promise<Accepted> {
+      if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalidArgument("body", "must be a JSON object");
+      const { event_type: eventType, payload } = body as Record<string, unknown>;
+      if (typeof eventType !== "string") throw invalidArgument("event_type", "is required and must be a string");
+      checkEventType("event_type", eventType);
+      if (typeof payload !== "object" || payload === null || Array.isArray(payload))
+        throw invalidArgument("payload", "is required and must be a JSON object");
+      if (idempotencyKey !== undefined && (idempotencyKey.length === 0 || idempotencyKey.length > 255))
+        throw invalidArgument("Idempotency-Key", "must be 1 to 255 characters");
+
+      const t = now();
+      const candidates = await store.webhooks.matchCandidates(source.tenantId, source.id).catch(fromStoreError);
+      const matched = await matcher.matching(candidates, eventType, payload as Record<string, unknown>);
+      const eventId = newId("evt");
+      const result = await store.webhooks
+        .ingest(
+          {
+            event: {
+              id: eventId,
+              tenantId: source.tenantId,
+              sourceId: source.id,
+              eventType,
+              payload: payload as Record<string, unknown>,
+              receiveTime: t,
+              idempotencyKey: idempotencyKey ?? null,
+              matchedTriggerIds: matched.map((m) => m.id),
+              createTime: t,
+              updateTime: t,
+            },
+            runs: matched.map((m) => ({
+              id: newId("run"),
+              tenantId: source.tenantId,
+              agentId: m.agentId,
+              triggerId: m.id,
+              eventId,
+              status: "queued" as const,
+              steps: [],
+              createTime: t,
+              updateTime: t,
+            })),
+          },
+          IDEMPOTENCY_WINDOW_MS,
+        )
+        .catch(fromStoreError);
+      if (result.duplicate) return { status: 200, body: { event_id: result.eventId, duplicate: true } };
+      if (matched.length) options.onRunsQueued?.();
+      return { status: 202, body: { event_id: result.eventId, matched_triggers: matched.length } };
+    },
+  };
+}
+
+export type WebhookIngestion = ReturnType<typeof createWebhookIngestion>;

@@ -1,0 +1,27 @@
+import { StoreConflictError, StoreReferenceError, StoreUnavailableError } from "./errors.js";
+
+// SQLite error codes that mean "the database cannot serve now", as opposed to
+// a bad request: they surface as `unavailable`.
+const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|READONLY|CORRUPT|NOTADB|PROTOCOL)/;
+
+export function toStoreError(err: unknown): unknown {
+  const code = (err as { code?: unknown }).code;
+  const message = (err as Error).message;
+  if (typeof code === "string") {
+    if (code === "SQLITE_CONSTRAINT_UNIQUE" || code === "SQLITE_CONSTRAINT_PRIMARYKEY") return new StoreConflictError(message);
+    if (code === "SQLITE_CONSTRAINT_FOREIGNKEY") return new StoreReferenceError(message);
+    if (UNAVAILABLE_CODES.test(code)) return new StoreUnavailableError(message);
+  }
+  if (err instanceof TypeError && /database connection is not open/.test(message)) return new StoreUnavailableError(message);
+  return err;
+}
+
+// Runs a synchronous better-sqlite3 call behind the async store contract.
+export function run<T>(fn: () => T): Promise<T> {
+  try {
+    return Promise.resolve(fn());
+  } catch (err) {
+    return Promise.reject(toStoreError(err));
+  }
+}
+

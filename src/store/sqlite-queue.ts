@@ -1,0 +1,114 @@
+import type Database from "better-sqlite3";
+import type { RunRow } from "./schema.js";
+import { run } from "./sqlite-errors.js";
+import type { RunOutcome, RunQueue } from "./store.js";
+
+interface RawRun extends Omit<RunRow, "input" | "steps" | "output"> {
+  input: string | null;
+  steps: string;
+  output: string | null;
+}
+
+// Column names as the Drizzle row shape uses them.
+const SELECT = `id, tenant_id as tenantId, agent_id as agentId, trigger_id as triggerId, event_id as eventId,
+  input, status, attempt, steps, output, error, start_time as startTime, end_time as endTime,
+  lease_owner as leaseOwner, lease_expire_time as leaseExpireTime, create_time as createTime, update_time as updateTime`;
+
+const parse = (r: RawRun): RunRow => ({
+  ...r,
+  input: r.input === null ? null : (JSON.parse(r.input) as unknown),
+  steps: JSON.parse(r.steps) as RunRow["steps"],
+  output: r.output === null ? null : (JSON.parse(r.output) as unknown),
+});
+
+// The run queue on SQLite. SQLite has one writer at a time, so each claim
+// transaction sees and takes runs alone; a PostgreSQL queue would use
+// `FOR UPDATE SKIP LOCKED` for the same guarantee across replicas.
+export function createSqliteRunQueue(raw: Database.Database): RunQueue {
+  const exhaust = raw.prepare(
+    `update runs set status = 'failed', error = 'lease expired on the last attempt (worker lost)', end_time = @now,
+       lease_owner = null, lease_expire_time = null, update_time = @now
+     where status = 'running' and lease_expire_time <= @now and attempt >= @maxAttempts`,
+  );
+  const candidates = raw.prepare<{ now: number; limit: number }, { id: string }>(
+    `select id from (
+       select id from runs where status = 'queued'
+       union all
+       select id from runs where status = 'running' and lease_expire_time <= @now
+     ) order by id limit @limit`,
+  );
+  const take = raw.prepare<{ id: string; owner: string; now: number; until: number }, RawRun>(
+    `update runs set status = 'running', lease_owner = @owner, lease_expire_time = @until, attempt = attempt + 1,
+       start_time = coalesce(start_time, @now), update_time = @now
+     where id = @id returning ${SELECT}`,
+  );
+  const claimTx = raw.transaction((owner: string, limit: number, leaseMs: number, maxAttempts: number, now: number) => {
+    exhaust.run({ now, maxAttempts });
+    return candidates.all({ now, limit }).map(({ id }) => parse(take.get({ id, owner, now, until: now + leaseMs })!));
+  });
+  const extend = raw.prepare<{ owner: string; id: string; until: number; now: number }>(
+    `update runs set lease_expire_time = @until, update_time = @now where id = @id and lease_owner = @owner and status = 'running'`,
+  );
+  const heartbeatTx = raw.transaction((owner: string, ids: string[], until: number, now: number) =>
+    ids.filter((id) => extend.run({ owner, id, until, now }).changes > 0),
+  );
+  const steps = raw.prepare<{ owner: string; id: string; steps: string; now: number }>(
+    `update runs set steps = @steps, update_time = @now where id = @id and lease_owner = @owner and status = 'running'`,
+  );
+  const finish = raw.prepare<{ owner: string; id: string; status: string; steps: string; output: string | null; error: string; now: number }>(
+    `update runs set status = @status, steps = @steps, output = @output, error = @error, end_time = @now,
+       lease_owner = null, lease_expire_time = null, update_time = @now
+     where id = @id and lease_owner = @owner and status = 'running'`,
+  );
+  const release = raw.prepare<{ owner: string; id: string; now: number }>(
+    `update runs set status = 'queued', lease_owner = null, lease_expire_time = null, attempt = max(attempt - 1, 0), update_time = @now
+     where id = @id and lease_owner = @owner and status = 'running'`,
+  );
+  const releaseTx = raw.transaction((owner: string, ids: string[], now: number) => ids.forEach((id) => release.run({ owner, id, now })));
+  const nextExpiry = raw.prepare<[], { t: number | null }>(`select min(lease_expire_time) as t from runs where status = 'running'`);
+  const insert = prepareRunInsert(raw);
+  const insertTx = raw.transaction((rows: Parameters<RunQueue["insertMany"]>[0]) => {
+    for (const r of rows) insert.run(r);
+  });
+
+  return {
+    claim: (owner, limit, leaseMs, maxAttempts, now) => run(() => claimTx(owner, limit, leaseMs, maxAttempts, now)),
+    heartbeat: (owner, ids, leaseMs, now) => run(() => new Set(heartbeatTx(owner, ids, now + leaseMs, now))),
+    recordSteps: (owner, id, s, now) => run(() => steps.run({ owner, id, steps: JSON.stringify(s), now }).changes > 0),
+    finish: (owner, id, o: RunOutcome, now) =>
+      run(
+        () =>
+          finish.run({
+            owner,
+            id,
+            status: o.status,
+            steps: JSON.stringify(o.steps),
+            output: o.output === undefined ? null : JSON.stringify(o.output),
+            error: o.error,
+            now,
+          }).changes > 0,
+      ),
+    release: (owner, ids, now) => run(() => releaseTx(owner, ids, now)),
+    nextLeaseExpiry: () => run(() => nextExpiry.get()?.t ?? undefined),
+    insertMany: (rows) => run(() => insertTx(rows)),
+  };
+}
+
+type RunInsert = Parameters<RunQueue["insertMany"]>[0][number];
+
+// Queues one run; shared by ingestion, schedules and replays.
+export function prepareRunInsert(raw: Database.Database): { run(r: RunInsert): void } {
+  const stmt = raw.prepare(
+    `insert into runs (id, tenant_id, agent_id, trigger_id, event_id, input, status, attempt, steps, error, create_time, update_time)
+     values (@id, @tenantId, @agentId, @triggerId, @eventId, @input, 'queued', 0, '[]', '', @createTime, @updateTime)`,
+  );
+  return {
+    run: (r) =>
+      void stmt.run({
+        ...r,
+        triggerId: r.triggerId ?? null,
+        eventId: r.eventId ?? null,
+        input: r.input === undefined || r.input === null ? null : JSON.stringify(r.input),
+      }),
+  };
+}

@@ -1,0 +1,27 @@
+import type Database from "better-sqlite3";
+import { run } from "./sqlite-errors.js";
+import { prepareRunInsert } from "./sqlite-queue.js";
+import type { TriggerRow } from "./schema.js";
+import type { ScheduleStore } from "./store.js";
+
+export function createSqliteScheduleStore(raw: Database.Database): ScheduleStore {
+  const triggers = raw.prepare<[], TriggerRow>(
+    `select t.id, t.tenant_id as tenantId, t.agent_id as agentId, t.enabled, t.kind, t.source_id as sourceId,
+       t.event_type_pattern as eventTypePattern, t.filter, t.cron, t.timezone, t.create_time as createTime, t.update_time as updateTime
+     from triggers t join agents a on a.id = t.agent_id
+     where t.kind = 'schedule' and t.enabled = 1 and a.enabled = 1`,
+  );
+  const last = raw.prepare<[string], { t: number | null }>(`select max(slot_time) as t from schedule_slots where trigger_id = ?`);
+  const slot = raw.prepare(`insert into schedule_slots (trigger_id, slot_time, run_id) values (?, ?, ?) on conflict do nothing`);
+  const insertRun = prepareRunInsert(raw);
+  const fire = raw.transaction((triggerId: string, slotTime: number, r: Parameters<ScheduleStore["fireSlot"]>[2]) => {
+    if (slot.run(triggerId, slotTime, r.id).changes === 0) return false;
+    insertRun.run(r);
+    return true;
+  });
+  return {
+    scheduleTriggers: () => run(() => triggers.all().map((t) => ({ ...t, enabled: Boolean(t.enabled) }))),
+    lastSlot: (triggerId) => run(() => last.get(triggerId)?.t ?? undefined),
+    fireSlot: (triggerId, slotTime, r) => run(() => fire(triggerId, slotTime, r)),
+  };
+}

@@ -1,0 +1,59 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
+import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
+import type { WebhookSourceRow } from "../store/schema.js";
+import type { WebhookIngestion } from "../service/webhooks.js";
+
+export interface WebhookSurfaceOptions {
+  ingestion: WebhookIngestion;
+  maxBytes: number;
+}
+
+// Fastify's own refusals while reading the body, in the webhook error shape.
+const FASTIFY_ERRORS: Record<string, { status: number; error: string; message: string }> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: { status: 415, error: "unsupported_media_type", message: "Content-Type must be application/json" },
+  FST_ERR_CTP_BODY_TOO_LARGE: { status: 413, error: "payload_too_large", message: "body is larger than the limit" },
+  FST_ERR_CTP_EMPTY_JSON_BODY: { status: 400, error: "invalid_argument", message: "body: is empty" },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: { status: 400, error: "invalid_argument", message: "Content-Length does not match the body" },
+};
+
+// POST /webhooks/events: the token is checked (and the source's rate limit
+// taken) before the body is read, so unauthenticated senders cost nothing;
+// the body limit is enforced while streaming, chunked bodies included.
+export async function webhookSurface(app: FastifyInstance, { ingestion, maxBytes }: WebhookSurfaceOptions): Promise<void> {
+  const sources = new WeakMap<FastifyRequest, WebhookSourceRow>();
+
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser("application/json", { parseAs: "string", bodyLimit: maxBytes }, (_req, body, done) => {
+    try {
+      done(null, JSON.parse(body as string));
+    } catch {
+      done(new ConnectError("body: is not valid JSON", Code.InvalidArgument));
+    }
+  });
+
+  app.setErrorHandler((err: FastifyError | ConnectError, _req, reply) => {
+    if (err instanceof ConnectError) {
+      const retryAfter = err.metadata.get("retry-after");
+      if (retryAfter) void reply.header("retry-after", retryAfter);
+      if (err.code === Code.Internal || err.code === Code.Unknown) app.log.error({ err }, "webhook ingestion failed");
+      const message = err.code === Code.Internal ? "internal error" : err.rawMessage;
+      return reply.status(codeToHttpStatus(err.code)).send({ error: codeToString(err.code), message });
+    }
+    const known = FASTIFY_ERRORS[err.code];
+    if (known) return reply.status(known.status).send({ error: known.error, message: known.message });
+    app.log.error({ err }, "webhook ingestion failed");
+    return reply.status(500).send({ error: "internal", message: "internal error" });
+  });
+
+  app.addHook("onRequest", async (req) => {
+    const token = req.headers["x-webhook-token"];
+    sources.set(req, await ingestion.authenticate(Array.isArray(token) ? token[0] : token));
+  });
+
+  app.post("/webhooks/events", { bodyLimit: maxBytes }, async (req, reply) => {
+    const key = req.headers["idempotency-key"] ?? req.headers["webhook-id"];
+    const result = await ingestion.accept(sources.get(req)!, req.body, Array.isArray(key) ? key[0] : key);
+    return reply.status(result.status).send(result.body);
+  });
+}
