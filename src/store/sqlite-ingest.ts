@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
 import { and, eq, isNull, or, sql } from "drizzle-orm";
 import { StoreUnavailableError } from "./errors.js";
-import { agents, events, runs, triggers, webhookSources } from "./schema.js";
+import { agents, events, triggers, webhookSources } from "./schema.js";
 import type { Db } from "./sqlite.js";
 import { run, toStoreError } from "./sqlite-errors.js";
 import { prepareRunInsert } from "./sqlite-queue.js";
@@ -74,7 +74,7 @@ export function createSqliteWebhookStore(db: Db, raw: Database.Database, options
     }),
   );
 
-  let queue: Pending[] = [];
+  const queue: Pending[] = [];
   let scheduled = false;
 
   function flush() {

@@ -5,7 +5,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Role } from "../../gen/platform/v1/common_pb.js";
-import { buildApp, type App } from "../../src/app.js";
+import { buildApp, type App, type AppOptions, type RuntimeOptions } from "../../src/app.js";
+import { noopExecutor } from "../../src/runtime/executor.js";
 import type { Authenticator } from "../../src/integrations/identity/index.js";
 import { SecretBox } from "../../src/lib/secret-box.js";
 import { createLogger } from "../../src/log.js";
@@ -27,11 +28,15 @@ export interface TestServerOptions {
   authenticator: Authenticator;
   tenantClaim?: string;
   metricsToken?: string;
+  webhook?: AppOptions["webhook"];
+  // Starts workers with these settings (the no-op executor unless given).
+  runtime?: Partial<RuntimeOptions>;
+  groupCommit?: { windowMs: number; maxBatch: number };
 }
 
 export async function startServer(options: TestServerOptions): Promise<TestServer> {
   const dir = mkdtempSync(join(tmpdir(), "agentplane-test-"));
-  const store = createSqliteStore({ path: join(dir, "agentplane.db") });
+  const store = createSqliteStore({ path: join(dir, "agentplane.db"), groupCommit: options.groupCommit });
   const app = await buildApp({
     store,
     secrets: new SecretBox(randomBytes(32)),
@@ -39,8 +44,18 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     logger: createLogger(process.env.TEST_LOG_LEVEL ?? "silent"),
     tenantClaim: options.tenantClaim,
     metricsToken: options.metricsToken,
+    webhook: options.webhook,
+    runtime: options.runtime && {
+      executor: noopExecutor,
+      concurrency: 4,
+      leaseMs: 30_000,
+      maxAttempts: 3,
+      scheduler: false,
+      ...options.runtime,
+    },
   });
   await app.server.listen({ host: "127.0.0.1", port: 0 });
+  app.start();
   const address = app.server.server.address();
   if (!address || typeof address === "string") throw new Error("no port");
   const url = `http://127.0.0.1:${address.port}`;
@@ -68,7 +83,7 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
       return tenant.id;
     },
     async close() {
-      await app.server.close();
+      await app.stop(1000);
       await store.close();
       rmSync(dir, { recursive: true, force: true });
     },
