@@ -103,11 +103,12 @@ export class Worker {
 
   #launch(run: Parameters<Executor["execute"]>[0]): void {
     const controller = new AbortController();
-    const done = this.#execute(run, controller).finally(() => {
-      this.#active.delete(run.id);
+    const entry = { controller, done: Promise.resolve() };
+    entry.done = this.#execute(run, controller).finally(() => {
+      if (this.#active.get(run.id) === entry) this.#active.delete(run.id);
       this.wake();
     });
-    this.#active.set(run.id, { controller, done });
+    this.#active.set(run.id, entry);
   }
 
   async #execute(run: Parameters<Executor["execute"]>[0], controller: AbortController): Promise<void> {

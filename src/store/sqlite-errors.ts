@@ -12,7 +12,8 @@ export function toStoreError(err: unknown): unknown {
     if (code === "SQLITE_CONSTRAINT_FOREIGNKEY") return new StoreReferenceError(message);
     if (UNAVAILABLE_CODES.test(code)) return new StoreUnavailableError(message);
   }
-  if (err instanceof TypeError && /database connection is not open/.test(message)) return new StoreUnavailableError(message);
+  // Matched by message: the native module's TypeError may come from another realm.
+  if (/database connection is not open/.test(message)) return new StoreUnavailableError(message);
   return err;
 }
 

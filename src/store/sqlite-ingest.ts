@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
-import { and, eq, isNull, or, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import { StoreUnavailableError } from "./errors.js";
-import { agents, events, triggers, webhookSources } from "./schema.js";
+import { events, type TriggerRow, type WebhookSourceRow } from "./schema.js";
 import type { Db } from "./sqlite.js";
 import { run, toStoreError } from "./sqlite-errors.js";
 import { prepareRunInsert } from "./sqlite-queue.js";
@@ -40,6 +40,23 @@ export function createSqliteWebhookStore(db: Db, raw: Database.Database, options
     .onConflictDoNothing()
     .returning({ id: events.id })
     .prepare();
+  // The two lookups of every webhook request, prepared once.
+  const sourceByDigest = raw.prepare<{ digest: string; now: number }, WebhookSourceRow>(
+    `select id, tenant_id as tenantId, name, enabled, token_digest as tokenDigest,
+       previous_token_digest as previousTokenDigest, previous_token_expire_time as previousTokenExpireTime,
+       create_time as createTime, update_time as updateTime
+     from webhook_sources
+     where token_digest = @digest
+        or (previous_token_digest = @digest and previous_token_expire_time > @now)`,
+  );
+  const candidates = raw.prepare<{ tenantId: string; sourceId: string }, TriggerRow>(
+    `select t.id, t.tenant_id as tenantId, t.agent_id as agentId, t.enabled, t.kind, t.source_id as sourceId,
+       t.event_type_pattern as eventTypePattern, t.filter, t.cron, t.timezone,
+       t.create_time as createTime, t.update_time as updateTime
+     from triggers t join agents a on a.id = t.agent_id
+     where t.tenant_id = @tenantId and t.kind = 'webhook' and (t.source_id = @sourceId or t.source_id is null)
+       and t.enabled = 1 and a.enabled = 1`,
+  );
   const existingByKey = raw.prepare<[string, string], { id: string; receive_time: number }>(
     "select id, receive_time from events where source_id = ? and idempotency_key = ?",
   );
@@ -50,7 +67,8 @@ export function createSqliteWebhookStore(db: Db, raw: Database.Database, options
   // posts of one key store one event. A key older than the window is released.
   function ingestOne({ item, windowMs }: Pending): IngestResult {
     const e = item.event;
-    const params = { ...e, payload: JSON.stringify(e.payload), matchedTriggerIds: JSON.stringify(e.matchedTriggerIds), idempotencyKey: e.idempotencyKey ?? null };
+    // Drizzle encodes the JSON columns itself.
+    const params = { ...e, idempotencyKey: e.idempotencyKey ?? null };
     if (insertEvent.get(params as never) === undefined) { // placeholders are typed loosely by drizzle
       const existing = existingByKey.get(e.sourceId, e.idempotencyKey!);
       if (!existing) throw new Error("event insert conflicted on a key that does not exist");
@@ -103,32 +121,12 @@ export function createSqliteWebhookStore(db: Db, raw: Database.Database, options
 
   return {
     findSourceByTokenDigest: (digest, now) =>
-      run(() => db
-        .select()
-        .from(webhookSources)
-        .where(
-          or(
-            eq(webhookSources.tokenDigest, digest),
-            and(eq(webhookSources.previousTokenDigest, digest), sql`${webhookSources.previousTokenExpireTime} > ${now}`),
-          ),
-        )
-        .get()),
+      run(() => {
+        const row = sourceByDigest.get({ digest, now });
+        return row && { ...row, enabled: Boolean(row.enabled) };
+      }),
     matchCandidates: (tenantId, sourceId) =>
-      run(() => db
-        .select({ trigger: triggers })
-        .from(triggers)
-        .innerJoin(agents, eq(agents.id, triggers.agentId))
-        .where(
-          and(
-            eq(triggers.tenantId, tenantId),
-            eq(triggers.kind, "webhook"),
-            or(eq(triggers.sourceId, sourceId), isNull(triggers.sourceId)),
-            eq(triggers.enabled, true),
-            eq(agents.enabled, true),
-          ),
-        )
-        .all()
-        .map((r) => r.trigger)),
+      run(() => candidates.all({ tenantId, sourceId }).map((t) => ({ ...t, enabled: Boolean(t.enabled) }))),
     ingest: (item, idempotencyWindowMs) =>
       new Promise<IngestResult>((resolve, reject) => {
         queue.push({ item, windowMs: idempotencyWindowMs, resolve, reject });

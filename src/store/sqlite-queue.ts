@@ -30,11 +30,13 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
        lease_owner = null, lease_expire_time = null, update_time = @now
      where status = 'running' and lease_expire_time <= @now and attempt >= @maxAttempts`,
   );
-  const candidates = raw.prepare<{ now: number; limit: number }, { id: string }>(
+  // An expired lease of this very owner means its heartbeat fell behind while
+  // the run still executes here: not claimable by the same owner.
+  const candidates = raw.prepare<{ now: number; limit: number; owner: string }, { id: string }>(
     `select id from (
        select id from runs where status = 'queued'
        union all
-       select id from runs where status = 'running' and lease_expire_time <= @now
+       select id from runs where status = 'running' and lease_expire_time <= @now and lease_owner is not @owner
      ) order by id limit @limit`,
   );
   const take = raw.prepare<{ id: string; owner: string; now: number; until: number }, RawRun>(
@@ -44,7 +46,7 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
   );
   const claimTx = raw.transaction((owner: string, limit: number, leaseMs: number, maxAttempts: number, now: number) => {
     exhaust.run({ now, maxAttempts });
-    return candidates.all({ now, limit }).map(({ id }) => parse(take.get({ id, owner, now, until: now + leaseMs })!));
+    return candidates.all({ now, limit, owner }).map(({ id }) => parse(take.get({ id, owner, now, until: now + leaseMs })!));
   });
   const extend = raw.prepare<{ owner: string; id: string; until: number; now: number }>(
     `update runs set lease_expire_time = @until, update_time = @now where id = @id and lease_owner = @owner and status = 'running'`,

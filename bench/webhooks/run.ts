@@ -1,0 +1,605 @@
+// Webhook ingestion throughput: POST /webhooks/events against two baselines.
+//
+// Four servers run side by side in this process:
+//   (a) a bare Fastify 5 route that parses the JSON body and answers 202;
+//   (b) a bare Fastify 5 route that does one better-sqlite3 insert per request
+//       (its own transaction, so one WAL fsync per request) and answers 202;
+//   agentplane twice, built with buildApp on its SQLite store, once with the
+//       default group commit (window 0 ms: what arrived in one event-loop turn
+//       commits together) and once with a 2 ms window.
+// Every database is a temporary file with journal_mode WAL and
+// synchronous=FULL. autocannon posts the same ~1 KiB event to each, and the
+// throughput ratios are reported against the targets "agentplane >= 60% of
+// (a)" and "agentplane above (b)". Afterwards the agentplane databases are
+// checked: one stored event per accepted request, one queued run per event.
+// It reports; it does not fail on a missed target, only on a request that was
+// not answered 202 or on a failed database check.
+import { randomBytes, randomUUID } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import type { Server } from "node:http";
+import { availableParallelism, cpus, tmpdir } from "node:os";
+import { join } from "node:path";
+import { create } from "@bufbuild/protobuf";
+import autocannon, { type Result } from "autocannon";
+import Database from "better-sqlite3";
+import Fastify, { type FastifyInstance } from "fastify";
+import { AgentSchema } from "../../gen/platform/v1/agent_pb.js";
+import {
+  CreateAgentRequestSchema,
+  CreateTenantRequestSchema,
+  CreateTriggerRequestSchema,
+  CreateWebhookSourceRequestSchema,
+} from "../../gen/platform/v1/platform_service_pb.js";
+import { buildApp, type App } from "../../src/app.js";
+import type { Authenticator, Principal } from "../../src/integrations/identity/index.js";
+import { SecretBox } from "../../src/lib/secret-box.js";
+import { createLogger } from "../../src/log.js";
+import { createSqliteStore } from "../../src/store/sqlite-store.js";
+import type { GroupCommitOptions } from "../../src/store/sqlite-ingest.js";
+import type { Store } from "../../src/store/store.js";
+
+const TENANT = "bench";
+const WEBHOOK_PATH = "/webhooks/events";
+const EVENT_TYPE = "order.created";
+const MATCHING_PATTERN = "order.*";
+const NON_MATCHING_TRIGGERS = 9;
+const WARMUP_SECONDS = 3;
+const TARGET_VS_BARE = 0.6;
+const TARGET_VS_SQLITE = 1.0;
+// Each store target keeps the one event its preflight posted.
+const PREFLIGHT_ROWS = 1;
+
+function positiveInt(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer, got "${raw}"`);
+  return n;
+}
+
+function nonNegativeInt(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got "${raw}"`);
+  return n;
+}
+
+// An order-created event of about 1 KiB once serialized.
+function eventBody(): string {
+  const lines = [
+    { sku: "KB-101", name: "Mechanical keyboard, brown switches", quantity: 1, unit_price: 89.9 },
+    { sku: "MS-220", name: "Wireless mouse, graphite", quantity: 2, unit_price: 24.5 },
+    { sku: "CB-USB-C-2M", name: "USB-C cable, braided, 2 m", quantity: 3, unit_price: 9.99 },
+  ];
+  return JSON.stringify({
+    event_type: EVENT_TYPE,
+    payload: {
+      order_id: "ord_01J9ZK6T3M4Q8R2W5X7Y9B1C3D",
+      created_at: "2025-03-14T09:26:53.589Z",
+      currency: "EUR",
+      total: 168.87,
+      customer: {
+        id: "cus_8f14e45fceea167a5a36dedd4bea2543",
+        email: "jane.doe@example.com",
+        name: "Jane Doe",
+        tier: "gold",
+      },
+      shipping: {
+        method: "express",
+        address: { line1: "12 Rue des Lilas", city: "Lyon", postal_code: "69003", country: "FR" },
+      },
+      billing: { line1: "12 Rue des Lilas", city: "Lyon", postal_code: "69003", country: "FR", vat_id: "FR40303265045" },
+      payment: { method: "card", brand: "visa", last4: "4242", status: "authorized", intent: "pi_3OqZ8e2eZvKYlo2C1x9" },
+      lines,
+      tags: ["web", "promo-spring", "first-order"],
+      notes: "Leave the parcel with the concierge if nobody answers; the customer works from home on Fridays.",
+    },
+  });
+}
+
+// A server under load. `received` counts requests to the measured route seen
+// by the Node HTTP server since `startCounting` (a `request` listener, on
+// every target alike): with the database it tells the requests that were
+// committed after autocannon stopped waiting for their answer apart from lost
+// ones.
+interface Target {
+  name: string;
+  url: string;
+  headers: Record<string, string>;
+  received: () => number;
+  startCounting: () => void;
+  // Rows the target stored (agentplane: events; (b): inserts).
+  stored?: () => number;
+  close: () => Promise<void>;
+}
+
+function requestCounter(server: Server, path: string) {
+  let counting = false;
+  let n = 0;
+  server.on("request", (req: { method?: string; url?: string }) => {
+    if (counting && req.method === "POST" && req.url === path) n++;
+  });
+  return {
+    received: () => n,
+    startCounting: () => {
+      counting = true;
+      n = 0;
+    },
+  };
+}
+
+async function listen(server: FastifyInstance): Promise<string> {
+  await server.listen({ host: "127.0.0.1", port: 0 });
+  const address = server.server.address();
+  if (!address || typeof address === "string") throw new Error("server has no TCP address");
+  return `http://127.0.0.1:${address.port}`;
+}
+
+// Temporary directories still to remove, so an interrupt cleans up too.
+const tempDirs = new Set<string>();
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "agentplane-bench-"));
+  tempDirs.add(dir);
+  return dir;
+}
+function removeDir(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+  tempDirs.delete(dir);
+}
+
+const JSON_HEADERS = { "content-type": "application/json" };
+
+// (a) Fastify's default JSON body parsing and a 202: the HTTP floor.
+async function startBare(): Promise<Target> {
+  const server = Fastify({ logger: false });
+  server.post("/a", async (_req, reply) => reply.code(202).send({ accepted: true }));
+  try {
+    const url = await listen(server);
+    return {
+      name: "(a) fastify, no work",
+      url: url + "/a",
+      headers: JSON_HEADERS,
+      ...requestCounter(server.server, "/a"),
+      close: () => server.close(),
+    };
+  } catch (err) {
+    await server.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+// (b) One autocommitted insert per request: the durable-write floor without
+// batching (one WAL fsync per request under synchronous=FULL).
+async function startSqliteInsert(): Promise<Target> {
+  const dir = tempDir();
+  const db = new Database(join(dir, "baseline.db"));
+  const server = Fastify({ logger: false });
+  try {
+    db.pragma("journal_mode = WAL");
+    db.pragma("synchronous = FULL");
+    db.exec("create table events (id text primary key, body text not null)");
+    const insert = db.prepare<[string, string]>("insert into events (id, body) values (?, ?)");
+    const count = db.prepare<[], { n: number }>("select count(*) as n from events");
+    server.post("/b", async (req, reply) => {
+      const id = randomUUID();
+      insert.run(id, JSON.stringify(req.body));
+      return reply.code(202).send({ event_id: id });
+    });
+    const url = await listen(server);
+    return {
+      name: "(b) fastify + 1 sqlite insert",
+      url: url + "/b",
+      headers: JSON_HEADERS,
+      ...requestCounter(server.server, "/b"),
+      stored: () => count.get()!.n,
+      async close() {
+        await server.close();
+        db.close();
+        removeDir(dir);
+      },
+    };
+  } catch (err) {
+    await server.close().catch(() => undefined);
+    db.close();
+    removeDir(dir);
+    throw err;
+  }
+}
+
+interface AgentplaneTarget extends Target {
+  dbPath: string;
+  matchingTriggerId: string;
+}
+
+// agentplane as production runs it (every surface, SQLite store with
+// synchronous=FULL, silent logger), without a runtime: runs are queued, not
+// executed. The webhook rate limit is set out of the way.
+async function startAgentplane(name: string, groupCommit: GroupCommitOptions | undefined): Promise<AgentplaneTarget> {
+  const dir = tempDir();
+  const dbPath = join(dir, "agentplane.db");
+  let store: Store | undefined;
+  let app: App | undefined;
+  try {
+    store = createSqliteStore({ path: dbPath, synchronous: "FULL", ...(groupCommit && { groupCommit }) });
+    const fixed: Principal = { subject: "bench-admin", scopes: new Set(), claims: {} };
+    const authenticator: Authenticator = { authenticate: () => Promise.resolve(fixed) };
+    app = await buildApp({
+      store,
+      secrets: new SecretBox(randomBytes(32)),
+      authenticator,
+      logger: createLogger("silent"),
+      webhook: { maxBytes: 1024 * 1024, ratePerSecond: 1e9, burst: 1e9 },
+    });
+    const url = await listen(app.server);
+    const { token, matchingTriggerId } = await seed(app);
+    const opened = { app, store };
+    // Opened for the check after the load, so no reader is attached while
+    // the bench measures.
+    let reader: Database.Database | undefined;
+    const stored = () => {
+      reader ??= new Database(dbPath, { readonly: true });
+      return reader.prepare<[], { n: number }>("select count(*) as n from events").get()!.n;
+    };
+    return {
+      name,
+      url: url + WEBHOOK_PATH,
+      headers: { ...JSON_HEADERS, "x-webhook-token": token },
+      ...requestCounter(app.server.server, WEBHOOK_PATH),
+      stored,
+      dbPath,
+      matchingTriggerId,
+      async close() {
+        reader?.close();
+        await opened.app.server.close();
+        await opened.store.close();
+        removeDir(dir);
+      },
+    };
+  } catch (err) {
+    await app?.server.close().catch(() => undefined);
+    await store?.close().catch(() => undefined);
+    removeDir(dir);
+    throw err;
+  }
+}
+
+// Tenant "bench", one agent, one webhook source (its real whk_ token), and
+// ten webhook triggers on that source of which only "order.*" matches the
+// posted event type; all through the service with operator authority.
+async function seed(app: App): Promise<{ token: string; matchingTriggerId: string }> {
+  const op = app.platform;
+  await op.invokeAsOperator("createTenant", create(CreateTenantRequestSchema, { tenant: { slug: TENANT, displayName: "Benchmark tenant" } }));
+  const agent = create(AgentSchema, {
+    name: "order-triage",
+    description: "Triages new orders.",
+    instructions: "Read the order event and flag anything unusual about it.",
+    model: { baseUrl: "https://models.example.com/v1", model: "gpt-4o-mini", apiKey: "" },
+    maxSteps: 8,
+  });
+  const { agent: created } = await op.invokeAsOperator("createAgent", create(CreateAgentRequestSchema, { agent }), TENANT);
+  const agentId = created?.id;
+  if (!agentId) throw new Error("createAgent returned no id");
+  const source = await op.invokeAsOperator(
+    "createWebhookSource",
+    create(CreateWebhookSourceRequestSchema, { webhookSource: { name: "shop" } }),
+    TENANT,
+  );
+  const sourceId = source.webhookSource?.id;
+  if (!sourceId || !source.token?.startsWith("whk_")) throw new Error("createWebhookSource returned no source id or whk_ token");
+  const trigger = (eventTypePattern: string) =>
+    op.invokeAsOperator(
+      "createTrigger",
+      create(CreateTriggerRequestSchema, { trigger: { agentId, kind: { case: "webhook", value: { sourceId, eventTypePattern } } } }),
+      TENANT,
+    );
+  for (let i = 1; i <= NON_MATCHING_TRIGGERS; i++) await trigger(`other.type.${i}`);
+  const matching = await trigger(MATCHING_PATTERN);
+  if (!matching.trigger?.id) throw new Error("createTrigger returned no id");
+  return { token: source.token, matchingTriggerId: matching.trigger.id };
+}
+
+// One request through fetch before any load: the route answers 202 to the
+// bench's body (agentplane: with one matched trigger), and agentplane really
+// checks the token.
+async function preflight(target: Target, body: string, agentplane: boolean): Promise<void> {
+  const res = await fetch(target.url, { method: "POST", headers: target.headers, body });
+  const text = await res.text();
+  if (res.status !== 202) throw new Error(`${target.name}: answered ${res.status}: ${text}`);
+  if (!agentplane) return;
+  const answer = JSON.parse(text) as { matched_triggers?: number };
+  if (answer.matched_triggers !== 1)
+    throw new Error(`${target.name}: the event matched ${answer.matched_triggers} triggers, expected 1: ${text}`);
+  const forged = await fetch(target.url, {
+    method: "POST",
+    headers: { ...target.headers, "x-webhook-token": "whk_" + "A".repeat(43) },
+    body,
+  });
+  await forged.arrayBuffer();
+  if (forged.status !== 401) throw new Error(`${target.name}: an unknown webhook token got ${forged.status}, expected 401`);
+}
+
+interface LoadOptions {
+  connections: number;
+  workers: number;
+  body: string;
+}
+
+async function load(target: Target, seconds: number, opts: LoadOptions, label: string): Promise<Result> {
+  const result = await autocannon({
+    url: target.url,
+    method: "POST",
+    headers: target.headers,
+    body: opts.body,
+    connections: opts.connections,
+    duration: seconds,
+    workers: opts.workers,
+  });
+  const codes = Object.keys(result.statusCodeStats);
+  const bad =
+    result.non2xx !== 0 ||
+    result.errors !== 0 ||
+    result.timeouts !== 0 ||
+    result["2xx"] === 0 ||
+    codes.some((c) => c !== "202");
+  if (bad) {
+    const counts = Object.entries(result.statusCodeStats)
+      .map(([code, { count }]) => `${code}×${count}`)
+      .join(", ");
+    throw new Error(
+      `${target.name} (${label}): ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts, ` +
+        `${result["2xx"]} 2xx [status codes: ${counts || "none"}]`,
+    );
+  }
+  return result;
+}
+
+const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+// Accepted (all 202) events over the run's measured wall time.
+const perSec = (r: Result): number => r["2xx"] / r.duration;
+
+interface Summary {
+  name: string;
+  perSec: number;
+  runs: number[];
+  p50: number;
+  p99: number;
+  requests: number;
+}
+
+function summarize(name: string, results: Result[]): Summary {
+  return {
+    name,
+    perSec: mean(results.map(perSec)),
+    runs: results.map(perSec),
+    p50: mean(results.map((r) => r.latency.p50)),
+    p99: mean(results.map((r) => r.latency.p99)),
+    requests: results.reduce((a, r) => a + r["2xx"], 0),
+  };
+}
+
+function printTable(rows: Summary[]): void {
+  const header = ["target", "events/s (mean)", "runs (events/s)", "p50 (ms)", "p99 (ms)", "2xx total"];
+  const cells = rows.map((r) => [
+    r.name,
+    r.perSec.toFixed(0),
+    r.runs.map((x) => x.toFixed(0)).join(" / "),
+    r.p50.toFixed(1),
+    r.p99.toFixed(1),
+    String(r.requests),
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
+  const line = (c: string[]) => c.map((v, i) => (i === 0 ? v.padEnd(widths[i]!) : v.padStart(widths[i]!))).join("  ");
+  console.log(line(header));
+  console.log(widths.map((w) => "-".repeat(w)).join("  "));
+  for (const c of cells) console.log(line(c));
+}
+
+// The file system holding the temporary databases, from /proc/self/mounts
+// (Linux; elsewhere "unknown"). On tmpfs an fsync costs nothing and the
+// SQLite figures mean little.
+function fileSystemOf(path: string): string {
+  try {
+    let best = { mount: "", type: "unknown" };
+    for (const line of readFileSync("/proc/self/mounts", "utf8").split("\n")) {
+      const [, mount, type] = line.split(" ");
+      if (!mount || !type) continue;
+      const prefix = mount.endsWith("/") ? mount : mount + "/";
+      if ((path === mount || path.startsWith(prefix)) && mount.length >= best.mount.length) best = { mount, type };
+    }
+    return best.type;
+  } catch {
+    return "unknown";
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// Counts stop moving once the requests autocannon abandoned at the end of its
+// last run have been handled.
+async function settled(target: Target, before: number): Promise<number> {
+  const stored = () => target.stored!() - before;
+  let last = stored();
+  for (let i = 0; i < 50; i++) {
+    await sleep(20);
+    const now = stored();
+    if (now === last && now === target.received()) break;
+    last = now;
+  }
+  return stored();
+}
+
+// Accepted requests against what the database holds. autocannon drops the
+// requests still in flight when a run's time is up, so the 2xx it counted can
+// be below the events the server committed, by at most `connections` per
+// load; the server-side request count has no such gap.
+async function checkStore(target: Target, before: number, answered: number, loads: number, connections: number): Promise<string[]> {
+  const stored = await settled(target, before);
+  const received = target.received();
+  const inFlight = stored - answered;
+  const problems: string[] = [];
+  if (stored !== received) problems.push(`${stored} rows stored but ${received} requests received`);
+  if (inFlight < 0 || inFlight > loads * connections)
+    problems.push(`${stored} rows stored for ${answered} answered 202, not within [0, ${loads} × ${connections}] more`);
+  const line =
+    `${target.name}: ${stored} stored = ${received} requests received ` +
+    `(${answered} answered 202 + ${inFlight} in flight when a load stopped, at most ${loads}×${connections})`;
+  return [line, ...problems];
+}
+
+function checkRuns(target: AgentplaneTarget): { line: string; problems: string[]; note: string | undefined } {
+  const db = new Database(target.dbPath, { readonly: true });
+  try {
+    const one = (query: string, ...params: string[]) => (db.prepare(query).get(...params) as { n: number }).n;
+    const events = one("select count(*) as n from events");
+    // A column holding a JSON string of the array (encoded twice) is
+    // decoded once more, and reported below.
+    const oneMatch = one(
+      "select count(*) as n from events where json_array_length(case json_type(matched_trigger_ids) " +
+        "when 'text' then matched_trigger_ids ->> '$' else matched_trigger_ids end) = 1 " +
+        "and (case json_type(matched_trigger_ids) when 'text' then matched_trigger_ids ->> '$' else matched_trigger_ids end) ->> '$[0]' = ?",
+      target.matchingTriggerId,
+    );
+    const doubleEncoded = one(
+      "select count(*) as n from events where json_type(payload) = 'text' or json_type(matched_trigger_ids) = 'text'",
+    );
+    const runs = one("select count(*) as n from runs");
+    const linked = one(
+      "select count(*) as n from runs r join events e on e.id = r.event_id where r.status = 'queued' and r.trigger_id = ?",
+      target.matchingTriggerId,
+    );
+    const perEvent = one("select count(distinct event_id) as n from runs");
+    const problems: string[] = [];
+    if (runs !== events) problems.push(`${runs} runs for ${events} events`);
+    if (linked !== runs) problems.push(`${runs - linked} runs not queued, not for the matching trigger or without their event`);
+    if (perEvent !== events) problems.push(`${events - perEvent} events without a run (or a run shared by events)`);
+    if (oneMatch !== events) problems.push(`${events - oneMatch} events without exactly the matching trigger recorded`);
+    return {
+      line: `${target.name}: ${runs} runs = ${events} events, each queued for trigger ${target.matchingTriggerId} (one per event)`,
+      problems,
+      note:
+        doubleEncoded > 0
+          ? `${target.name}: ${doubleEncoded} of ${events} events hold payload / matched_trigger_ids as a JSON string ` +
+            `of the JSON (encoded twice), not as a JSON object / array`
+          : undefined,
+    };
+  } finally {
+    db.close();
+  }
+}
+
+async function main(): Promise<void> {
+  const duration = positiveInt("BENCH_DURATION", 10);
+  const connections = positiveInt("BENCH_CONNECTIONS", 50);
+  // 1 (default): autocannon generates load from a worker thread, so the
+  // servers' event loop is not shared with the load generator.
+  const workers = nonNegativeInt("BENCH_WORKERS", 1);
+  const body = eventBody();
+  const loadOpts: LoadOptions = { connections, workers, body };
+
+  const targets: Target[] = [];
+  try {
+    const bare = await startBare();
+    targets.push(bare);
+    const insert = await startSqliteInsert();
+    targets.push(insert);
+    const window0 = await startAgentplane("agentplane, window 0 ms (default)", undefined);
+    targets.push(window0);
+    const window2 = await startAgentplane("agentplane, window 2 ms", { windowMs: 2, maxBatch: 256 });
+    targets.push(window2);
+    const agentplanes = [window0, window2];
+    for (const t of targets) await preflight(t, body, agentplanes.includes(t as AgentplaneTarget));
+    for (const t of targets) t.startCounting();
+
+    const cpuModel = cpus()[0]?.model.trim() ?? "unknown CPU";
+    console.log(
+      `agentplane webhook bench: POST ${WEBHOOK_PATH} (${Buffer.byteLength(body)} B event "${EVENT_TYPE}", ` +
+        `${NON_MATCHING_TRIGGERS + 1} webhook triggers, 1 matching)\n` +
+        `node ${process.version}, ${availableParallelism()} CPUs (${cpuModel}); ` +
+        `${connections} connections, load generator on ${workers === 0 ? "the main thread" : `${workers} worker thread(s)`}\n` +
+        `SQLite files in ${tmpdir()} (${fileSystemOf(tmpdir())}), journal_mode WAL, synchronous FULL\n` +
+        `no runtime: agentplane queues one run per event and does not execute it\n` +
+        `${WARMUP_SECONDS} s warm-up per target, then ${duration} s runs in the order a, b, w0, w2, w2, w0, b, a\n`,
+    );
+
+    const loads = new Map<Target, number>(targets.map((t) => [t, 0]));
+    const answered = new Map<Target, number>(targets.map((t) => [t, 0]));
+    const record = (t: Target, r: Result) => {
+      loads.set(t, loads.get(t)! + 1);
+      answered.set(t, answered.get(t)! + r["2xx"]);
+    };
+
+    for (const t of targets) {
+      process.stdout.write(`warm-up ${t.name} ... `);
+      const r = await load(t, WARMUP_SECONDS, loadOpts, "warm-up");
+      record(t, r);
+      console.log(`${perSec(r).toFixed(0)} events/s`);
+    }
+
+    const results = new Map<Target, Result[]>(targets.map((t) => [t, []]));
+    const order = [...targets, ...[...targets].reverse()];
+    for (const [i, t] of order.entries()) {
+      process.stdout.write(`run ${i + 1}/${order.length} ${t.name} ... `);
+      const r = await load(t, duration, loadOpts, `run ${i + 1}`);
+      record(t, r);
+      results.get(t)!.push(r);
+      console.log(`${perSec(r).toFixed(0)} events/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms`);
+    }
+
+    const summaries = new Map(targets.map((t) => [t, summarize(t.name, results.get(t)!)]));
+    console.log("");
+    printTable([...summaries.values()]);
+
+    const a = summaries.get(bare)!;
+    const b = summaries.get(insert)!;
+    console.log("");
+    for (const t of agentplanes) {
+      const s = summaries.get(t)!;
+      const vsBare = s.perSec / a.perSec;
+      const vsInsert = s.perSec / b.perSec;
+      console.log(
+        `${s.name} / (a): ${(vsBare * 100).toFixed(1)} % of events/s ` +
+          `(target >= ${TARGET_VS_BARE * 100} %: ${vsBare >= TARGET_VS_BARE ? "met" : "NOT met"})`,
+      );
+      console.log(
+        `${s.name} / (b): ${vsInsert.toFixed(2)}x events/s ` +
+          `(target > ${TARGET_VS_SQLITE.toFixed(1)}x: ${vsInsert > TARGET_VS_SQLITE ? "met" : "NOT met"})`,
+      );
+    }
+
+    // Rows of warm-up and runs; the preflight's row, stored before counting
+    // began, is left out.
+    console.log("\ndatabase check (warm-up and measured runs):");
+    const failures: string[] = [];
+    for (const t of [insert, ...agentplanes]) {
+      const [line, ...problems] = await checkStore(t, PREFLIGHT_ROWS, answered.get(t)!, loads.get(t)!, connections);
+      console.log(`  ${problems.length ? "FAILED" : "ok"}  ${line}`);
+      failures.push(...problems.map((p) => `${t.name}: ${p}`));
+    }
+    for (const t of agentplanes) {
+      const { line, problems, note } = checkRuns(t);
+      console.log(`  ${problems.length ? "FAILED" : "ok"}  ${line}`);
+      if (note) console.log(`  NOTE  ${note}`);
+      failures.push(...problems.map((p) => `${t.name}: ${p}`));
+    }
+    if (failures.length) throw new Error(`database check failed:\n  ${failures.join("\n  ")}`);
+  } finally {
+    for (const t of targets.reverse()) await t.close();
+  }
+}
+
+// Whatever ends the process (an interrupt, a closed stdout, an uncaught
+// error) still removes the temporary databases.
+process.on("exit", () => {
+  for (const dir of [...tempDirs]) removeDir(dir);
+});
+for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => process.exit(130));
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    console.error(`\nbench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    process.exit(1);
+  },
+);
