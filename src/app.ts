@@ -10,6 +10,8 @@ import { connectSurface } from "./surfaces/connect.js";
 import { devIssuerSurface } from "./surfaces/dev-issuer.js";
 import { h2cServerFactory } from "./surfaces/h2c-server.js";
 import { healthSurface } from "./surfaces/health.js";
+import { mcpSurface } from "./surfaces/mcp.js";
+import { VERSION } from "./version.js";
 import { restSurface } from "./surfaces/rest.js";
 import { webhookSurface } from "./surfaces/webhooks.js";
 import type { Executor } from "./runtime/executor.js";
@@ -36,6 +38,7 @@ export interface AppOptions {
   webhook?: { maxBytes: number; ratePerSecond: number; burst: number };
   // Without it, runs are queued but not executed by this process.
   runtime?: RuntimeOptions;
+  mcp?: { publicUrl: string; authorizationServers: string[] };
 }
 
 export interface App {
@@ -81,6 +84,12 @@ export async function buildApp(options: AppOptions): Promise<App> {
   await server.register(healthSurface, { store: options.store, registry: metrics.registry, metricsToken: options.metricsToken });
   await server.register(connectSurface, { platform });
   await server.register(restSurface, { platform });
+  await server.register(mcpSurface, {
+    platform,
+    publicUrl: options.mcp?.publicUrl ?? "http://localhost",
+    authorizationServers: options.mcp?.authorizationServers ?? [],
+    version: VERSION,
+  });
   await server.register(webhookSurface, { ingestion: platform.webhooks, maxBytes: options.webhook?.maxBytes ?? 1024 * 1024 });
   if (options.devIssuer) await server.register(devIssuerSurface, { issuer: options.devIssuer });
   return {

@@ -41,6 +41,8 @@ export interface Config extends StoreConfig {
   workerConcurrency: number;
   runLeaseMs: number;
   runMaxAttempts: number;
+  // Issuers the platform MCP endpoint advertises (RFC 9728).
+  mcpAuthorizationServers: string[];
 }
 
 export class ConfigError extends Error {
@@ -184,6 +186,9 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     workerConcurrency: int(env, "AGENTPLANE_WORKER_CONCURRENCY", 8, problems),
     runLeaseMs: int(env, "AGENTPLANE_RUN_LEASE_SECONDS", 30, problems) * 1000,
     runMaxAttempts: int(env, "AGENTPLANE_RUN_MAX_ATTEMPTS", 3, problems),
+    mcpAuthorizationServers:
+      str(env, "AGENTPLANE_MCP_AUTHORIZATION_SERVERS")?.split(",").map((s) => s.trim()).filter(Boolean) ??
+      (auth.mode === "jwt" ? [auth.issuer] : auth.mode === "dev" ? [publicUrl] : []),
   };
   if (config.workerConcurrency < 1) problems.push("AGENTPLANE_WORKER_CONCURRENCY must be at least 1");
   if (config.runMaxAttempts < 1) problems.push("AGENTPLANE_RUN_MAX_ATTEMPTS must be at least 1");

@@ -86,6 +86,7 @@ async function serveWith(config: Config, authenticator: Authenticator, secrets: 
     tenantClaim: config.tenantClaim,
     metricsToken: config.metricsToken,
     devIssuer,
+    mcp: { publicUrl: config.publicUrl, authorizationServers: config.mcpAuthorizationServers },
     webhook: { maxBytes: config.webhookMaxBytes, ratePerSecond: config.webhookRatePerSecond, burst: config.webhookBurst },
     runtime: {
       executor: noopExecutor,

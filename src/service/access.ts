@@ -61,6 +61,13 @@ export interface AccessOptions {
   tenantClaim?: string;
 }
 
+// Whether the principal's scopes allow the method on the surface; a
+// `platform:admin` caller may do tenant-or-platform-admin operations anyway.
+export function scopeAllows(principal: Principal, surface: Surface, rule: MethodRule): boolean {
+  if (rule.access === Access.TENANT_OR_PLATFORM_ADMIN && principal.scopes.has(PLATFORM_ADMIN_SCOPE)) return true;
+  return requiredScopes(surface, rule).some((s) => principal.scopes.has(s));
+}
+
 export function createAccess({ store, authenticator, tenantClaim }: AccessOptions) {
   async function resolveRole(principal: Principal, tenantId: string): Promise<Role | undefined> {
     const member = await store.members.findBySubject(tenantId, principal.subject);
@@ -71,39 +78,68 @@ export function createAccess({ store, authenticator, tenantClaim }: AccessOption
     return writeScopes.some((s) => principal.scopes.has(s)) ? "admin" : "viewer";
   }
 
+  // The bearer token's principal; refuses organization headers under the
+  // control plane (the tenant comes from the slug and the token only).
+  async function identify(input: CallerInput): Promise<Principal> {
+    if (!input.token) throw new ConnectError("missing bearer token", Code.Unauthenticated);
+    const principal = await authenticator.authenticate(input.token);
+    if (tenantClaim === undefined && input.orgHeader)
+      throw invalidArgument(
+        input.orgHeader,
+        "organization headers are not accepted; the tenant comes from X-Platform-Tenant and the token",
+      );
+    return principal;
+  }
+
+  // The selected tenant and the caller's role in it. `adminBypass`: a
+  // platform admin acts as admin of an existing tenant without a Member row.
+  async function resolveTenant(principal: Principal, slug: string | undefined, adminBypass: boolean) {
+    if (!slug) throw invalidArgument("X-Platform-Tenant", "a tenant slug is required");
+    if (!isSlug(slug)) throw invalidArgument("X-Platform-Tenant", `"${slug}" is not a tenant slug`);
+    // One answer for "no such tenant" and "not a member": nothing is learned.
+    const denied = () => permissionDenied(`not a member of tenant "${slug}"`);
+    if (tenantClaim !== undefined && principal.claims[tenantClaim] !== slug && !adminBypass) throw denied();
+    const tenant = await store.tenants.get(slug).catch(fromStoreError);
+    if (!tenant || tenant.slug !== slug) {
+      if (adminBypass) throw new ConnectError(`tenant "${slug}" not found`, Code.NotFound);
+      throw denied();
+    }
+    const role = (await resolveRole(principal, tenant.id).catch(fromStoreError)) ?? (adminBypass ? "admin" : undefined);
+    if (!role) throw denied();
+    return { tenant: { id: tenant.id, slug: tenant.slug }, role };
+  }
+
+  function writeNeedsAdmin(method: DescMethod, rule: MethodRule, role: Role | undefined, slug: string): void {
+    if (rule.write && role !== "admin") throw permissionDenied(`${method.name} needs the admin role in tenant "${slug}"`);
+  }
+
   return {
     async authorize(method: DescMethod, input: CallerInput, surface: Surface): Promise<CallContext> {
-      if (!input.token) throw new ConnectError("missing bearer token", Code.Unauthenticated);
-      const principal = await authenticator.authenticate(input.token);
-      if (tenantClaim === undefined && input.orgHeader)
-        throw invalidArgument(
-          input.orgHeader,
-          "organization headers are not accepted; the tenant comes from X-Platform-Tenant and the token",
-        );
+      const principal = await identify(input);
       const rule = ruleOf(method);
-      const isPlatformAdmin = principal.scopes.has(PLATFORM_ADMIN_SCOPE);
-      const adminBypass = rule.access === Access.TENANT_OR_PLATFORM_ADMIN && isPlatformAdmin;
-      const needed = requiredScopes(surface, rule);
-      if (!adminBypass && !needed.some((s) => principal.scopes.has(s)))
-        throw permissionDenied(`missing scope: ${method.name} needs ${needed.join(" or ")}`);
+      if (!scopeAllows(principal, surface, rule))
+        throw permissionDenied(`missing scope: ${method.name} needs ${requiredScopes(surface, rule).join(" or ")}`);
       if (rule.access === Access.PLATFORM_ADMIN) return { principal, surface };
+      const adminBypass = rule.access === Access.TENANT_OR_PLATFORM_ADMIN && principal.scopes.has(PLATFORM_ADMIN_SCOPE);
+      const { tenant, role } = await resolveTenant(principal, input.tenant, adminBypass);
+      writeNeedsAdmin(method, rule, adminBypass ? "admin" : role, tenant.slug);
+      return { principal, surface, tenant, role };
+    },
 
-      const slug = input.tenant;
-      if (!slug) throw invalidArgument("X-Platform-Tenant", "a tenant slug is required");
-      if (!isSlug(slug)) throw invalidArgument("X-Platform-Tenant", `"${slug}" is not a tenant slug`);
-      // One answer for "no such tenant" and "not a member": nothing is learned.
-      const denied = () => permissionDenied(`not a member of tenant "${slug}"`);
-      if (tenantClaim !== undefined && principal.claims[tenantClaim] !== slug && !adminBypass) throw denied();
-      const tenant = await store.tenants.get(slug).catch(fromStoreError);
-      if (!tenant || tenant.slug !== slug) {
-        if (adminBypass) throw new ConnectError(`tenant "${slug}" not found`, Code.NotFound);
-        throw denied();
-      }
-      const role = adminBypass ? "admin" : await resolveRole(principal, tenant.id).catch(fromStoreError);
-      if (!role) throw denied();
-      if (rule.write && role !== "admin")
-        throw permissionDenied(`${method.name} needs the admin role in tenant "${slug}"`);
-      return { principal, surface, tenant: { id: tenant.id, slug: tenant.slug }, role };
+    // For a session-less surface that needs the caller's standing before it
+    // knows the operation (the MCP endpoint lists only callable tools).
+    async standing(input: CallerInput, surface: Surface): Promise<CallContext> {
+      const principal = await identify(input);
+      const { tenant, role } = await resolveTenant(principal, input.tenant, principal.scopes.has(PLATFORM_ADMIN_SCOPE));
+      return { principal, surface, tenant, role };
+    },
+
+    // Whether a caller of known standing may call the method.
+    allows(call: CallContext, method: DescMethod): boolean {
+      const rule = ruleOf(method);
+      if (!scopeAllows(call.principal, call.surface, rule)) return false;
+      const adminBypass = rule.access !== Access.UNSPECIFIED && call.principal.scopes.has(PLATFORM_ADMIN_SCOPE);
+      return !rule.write || call.role === "admin" || adminBypass;
     },
   };
 }

@@ -81,6 +81,8 @@ export function createPlatform(options: PlatformOptions) {
         return handler(request, { principal, surface: "api", tenant: row && { id: row.id, slug: row.slug }, role: "admin" });
       });
     },
+    standing: access.standing,
+    allows: access.allows,
     // Untyped entry for surfaces that dispatch by descriptor (REST, MCP); the
     // request is a message of `method.input`, built by the surface.
     async invoke(method: DescMethod, request: unknown, caller: CallerInput, surface: Surface): Promise<unknown> {

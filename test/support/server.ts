@@ -1,6 +1,7 @@
 // Starts the real agentplane server (every surface, real store, real
 // authenticator) on a loopback port for end-to-end tests.
 import { randomBytes } from "node:crypto";
+import { createServer, type AddressInfo } from "node:net";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -32,10 +33,14 @@ export interface TestServerOptions {
   // Starts workers with these settings (the no-op executor unless given).
   runtime?: Partial<RuntimeOptions>;
   groupCommit?: { windowMs: number; maxBatch: number };
+  mcpAuthorizationServers?: string[];
 }
 
 export async function startServer(options: TestServerOptions): Promise<TestServer> {
   const dir = mkdtempSync(join(tmpdir(), "agentplane-test-"));
+  // The URL is known before the app is built: the MCP metadata names it.
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
   const store = createSqliteStore({ path: join(dir, "agentplane.db"), groupCommit: options.groupCommit });
   const app = await buildApp({
     store,
@@ -45,6 +50,7 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     tenantClaim: options.tenantClaim,
     metricsToken: options.metricsToken,
     webhook: options.webhook,
+    mcp: { publicUrl: url, authorizationServers: options.mcpAuthorizationServers ?? [] },
     runtime: options.runtime && {
       executor: noopExecutor,
       concurrency: 4,
@@ -54,14 +60,11 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
       ...options.runtime,
     },
   });
-  await app.server.listen({ host: "127.0.0.1", port: 0 });
+  await app.server.listen({ host: "127.0.0.1", port });
   app.start();
-  const address = app.server.server.address();
-  if (!address || typeof address === "string") throw new Error("no port");
-  const url = `http://127.0.0.1:${address.port}`;
   return {
     url,
-    port: address.port,
+    port,
     app,
     store,
     dir,
@@ -88,6 +91,17 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
 }
 
 // A Connect JSON unary call over plain fetch: what a curl user sees.

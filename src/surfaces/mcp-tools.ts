@@ -1,0 +1,138 @@
+// MCP tools derived from the PlatformService descriptor: one tool per method,
+// its input schema generated from the request message. Nothing is listed by hand.
+import type { DescField, DescMessage, DescMethod, DescService } from "@bufbuild/protobuf";
+import { ScalarType } from "@bufbuild/protobuf";
+import { ruleOf } from "../service/access.js";
+
+export interface JsonSchema {
+  [key: string]: unknown;
+}
+
+export interface PlatformTool {
+  name: string;
+  method: DescMethod;
+  definition: {
+    name: string;
+    title: string;
+    description: string;
+    inputSchema: { type: "object"; properties: Record<string, JsonSchema>; required?: string[]; additionalProperties: false };
+    annotations: { title: string; readOnlyHint: boolean; destructiveHint: boolean; idempotentHint: boolean; openWorldHint: false };
+  };
+}
+
+const snake = (s: string) => s.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toLowerCase();
+const words = (s: string) => s.replace(/([a-z0-9])([A-Z])/g, "$1 $2");
+
+// Proto JSON forms of the well-known types (what fromJson accepts).
+const WELL_KNOWN: Record<string, JsonSchema> = {
+  "google.protobuf.Timestamp": { type: "string", format: "date-time", description: "RFC 3339 time" },
+  "google.protobuf.Duration": { type: "string", pattern: "^-?[0-9]+(\\.[0-9]+)?s$", description: 'duration in seconds, e.g. "30s"' },
+  "google.protobuf.FieldMask": { type: "string", description: 'comma-separated lowerCamelCase field names, e.g. "name,description"' },
+  "google.protobuf.Struct": { type: "object" },
+  "google.protobuf.Value": { description: "any JSON value" },
+};
+
+function scalarSchema(scalar: ScalarType): JsonSchema {
+  switch (scalar) {
+    case ScalarType.STRING:
+      return { type: "string" };
+    case ScalarType.BOOL:
+      return { type: "boolean" };
+    case ScalarType.BYTES:
+      return { type: "string", contentEncoding: "base64" };
+    case ScalarType.DOUBLE:
+    case ScalarType.FLOAT:
+      return { type: "number" };
+    case ScalarType.INT64:
+    case ScalarType.UINT64:
+    case ScalarType.SINT64:
+    case ScalarType.FIXED64:
+    case ScalarType.SFIXED64:
+      return { type: "string", pattern: "^-?[0-9]+$" }; // 64-bit integers are strings in proto JSON
+    default:
+      return { type: "integer" };
+  }
+}
+
+function messageSchema(message: DescMessage, seen: Set<string>): JsonSchema {
+  const known = WELL_KNOWN[message.typeName];
+  if (known) return known;
+  if (seen.has(message.typeName)) return { type: "object" }; // recursive types stop here
+  const inner = new Set(seen).add(message.typeName);
+  const properties: Record<string, JsonSchema> = {};
+  for (const field of message.fields) properties[field.jsonName] = fieldSchema(field, inner);
+  const oneofs = message.oneofs.map((o) => `${o.fields.map((f) => f.jsonName).join(" | ")}`);
+  return {
+    type: "object",
+    properties,
+    additionalProperties: false,
+    ...(oneofs.length ? { description: `set at most one of: ${oneofs.join("; ")}` } : {}),
+  };
+}
+
+function fieldSchema(field: DescField, seen: Set<string>): JsonSchema {
+  switch (field.fieldKind) {
+    case "scalar":
+      return scalarSchema(field.scalar);
+    case "enum":
+      return { type: "string", enum: field.enum.values.map((v) => v.name) };
+    case "message":
+      return messageSchema(field.message, seen);
+    case "list":
+      return {
+        type: "array",
+        items:
+          field.listKind === "scalar"
+            ? scalarSchema(field.scalar)
+            : field.listKind === "enum"
+              ? { type: "string", enum: field.enum.values.map((v) => v.name) }
+              : messageSchema(field.message, seen),
+      };
+    case "map":
+      return {
+        type: "object",
+        additionalProperties:
+          field.mapKind === "scalar"
+            ? scalarSchema(field.scalar)
+            : field.mapKind === "enum"
+              ? { type: "string", enum: field.enum.values.map((v) => v.name) }
+              : messageSchema(field.message, seen),
+      };
+  }
+}
+
+// Required by the API's own convention: the `id` a method acts on, and the
+// resource a Create/Add/Update carries.
+function requiredFields(method: DescMethod): string[] {
+  const standard = /^(Create|Add|Update)/.test(method.name);
+  return method.input.fields
+    .filter((f) => f.name === "id" || (standard && f.fieldKind === "message" && f.message.typeName.startsWith("platform.v1.")))
+    .map((f) => f.jsonName);
+}
+
+export function derivePlatformTools(service: DescService): PlatformTool[] {
+  return service.methods.map((method) => {
+    const { write } = ruleOf(method);
+    const name = snake(method.name);
+    const schema = messageSchema(method.input, new Set()) as { properties: Record<string, JsonSchema> };
+    const required = requiredFields(method);
+    const title = words(method.name);
+    return {
+      name,
+      method,
+      definition: {
+        name,
+        title,
+        description: `${title} (platform.v1.PlatformService/${method.name}). ${write ? "Changes data; needs the write scope and the tenant admin role." : "Read-only."}`,
+        inputSchema: { type: "object", properties: schema.properties, ...(required.length ? { required } : {}), additionalProperties: false },
+        annotations: {
+          title,
+          readOnlyHint: !write,
+          destructiveHint: /^(Delete|Remove|Cancel|Rotate)/.test(method.name),
+          idempotentHint: !write || /^(Update|Delete|Remove)/.test(method.name),
+          openWorldHint: false,
+        },
+      },
+    };
+  });
+}

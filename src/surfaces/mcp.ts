@@ -1,0 +1,133 @@
+import { create, fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { requiredScopes, ruleOf, scopeAllows, type CallContext, type CallerInput } from "../service/access.js";
+import type { Platform } from "../service/platform.js";
+import { callerFromHeaders, nodeHeaderGetter } from "./caller.js";
+import { derivePlatformTools } from "./mcp-tools.js";
+
+export const MCP_SCOPES = ["mcp:platform.read", "mcp:platform.write", "mcp:platform"];
+
+export interface McpSurfaceOptions {
+  platform: Platform;
+  // Base URL callers use; the resource is `<publicUrl>/mcp`.
+  publicUrl: string;
+  // Issuers advertised in the protected resource metadata (RFC 9728).
+  authorizationServers: string[];
+  version: string;
+}
+
+interface JsonRpcMessage {
+  jsonrpc?: unknown;
+  id?: unknown;
+  method?: unknown;
+  params?: { name?: unknown };
+}
+
+function jsonRpcError(reply: FastifyReply, status: number, message: string, code = -32600, id: unknown = null) {
+  return reply.status(status).type("application/json").send({ jsonrpc: "2.0", id, error: { code, message } });
+}
+
+// The platform MCP endpoint: stateless Streamable HTTP (a new SDK server and
+// transport per request, tools derived once), so any replica answers any
+// request. Authentication and tenant standing are settled before the SDK
+// sees the request; every tool call then runs the same platform
+// implementation as Connect, authorized again for the MCP surface.
+export async function mcpSurface(app: FastifyInstance, options: McpSurfaceOptions): Promise<void> {
+  const { platform, publicUrl } = options;
+  const tools = derivePlatformTools(platform.service);
+  const byName = new Map(tools.map((t) => [t.name, t]));
+  const resourceMetadataUrl = `${publicUrl}/.well-known/oauth-protected-resource/mcp`;
+  const metadata = {
+    resource: `${publicUrl}/mcp`,
+    authorization_servers: options.authorizationServers,
+    scopes_supported: MCP_SCOPES,
+    bearer_methods_supported: ["header"],
+    resource_name: "agentplane platform",
+  };
+  const publicHost = new URL(publicUrl).host;
+
+  // RFC 9728 path-inserted form, and the form the specification names.
+  app.get("/.well-known/oauth-protected-resource/mcp", async () => metadata);
+  app.get("/mcp/.well-known/oauth-protected-resource", async () => metadata);
+
+  const notAllowed = async (_req: FastifyRequest, reply: FastifyReply) =>
+    jsonRpcError(reply.header("allow", "POST"), 405, "this endpoint is stateless: use POST (no SSE stream, no sessions)", -32000);
+  app.get("/mcp", notAllowed);
+  app.delete("/mcp", notAllowed);
+
+  app.post("/mcp", async (req, reply) => {
+    const query = req.query as { tenant?: string };
+    const input: CallerInput = callerFromHeaders(nodeHeaderGetter(req.headers), query.tenant || undefined);
+    let call: CallContext;
+    try {
+      call = await platform.standing(input, "mcp");
+    } catch (err) {
+      const ce = err instanceof ConnectError ? err : new ConnectError("internal error", Code.Internal);
+      if (ce.code === Code.Unauthenticated)
+        reply.header("www-authenticate", `Bearer resource_metadata="${resourceMetadataUrl}", error="invalid_token"`);
+      if (ce.code === Code.Internal) app.log.error({ err }, "MCP request failed");
+      return jsonRpcError(reply, codeToHttpStatus(ce.code), `${codeToString(ce.code)}: ${ce.rawMessage}`);
+    }
+
+    // A tool the token's scopes do not cover: 403 with the scope to step up to.
+    const messages = (Array.isArray(req.body) ? req.body : [req.body]) as JsonRpcMessage[];
+    for (const m of messages) {
+      const tool = m?.method === "tools/call" && typeof m.params?.name === "string" ? byName.get(m.params.name) : undefined;
+      if (tool && !scopeAllows(call.principal, "mcp", ruleOf(tool.method))) {
+        const scope = requiredScopes("mcp", ruleOf(tool.method))[0];
+        reply.header(
+          "www-authenticate",
+          `Bearer error="insufficient_scope", scope="${scope}", resource_metadata="${resourceMetadataUrl}"`,
+        );
+        return jsonRpcError(reply, 403, `insufficient_scope: ${tool.name} needs ${requiredScopes("mcp", ruleOf(tool.method)).join(" or ")}`, -32000, m.id ?? null);
+      }
+    }
+
+    const server = new Server({ name: "agentplane", version: options.version }, { capabilities: { tools: { listChanged: false } } });
+    server.setRequestHandler(ListToolsRequestSchema, async () => ({
+      tools: tools.filter((t) => platform.allows(call, t.method)).map((t) => t.definition),
+    }));
+    server.setRequestHandler(CallToolRequestSchema, async ({ params }): Promise<CallToolResult> => {
+      const tool = byName.get(params.name);
+      if (!tool) throw new McpError(ErrorCode.InvalidParams, `unknown tool "${params.name}"`);
+      try {
+        let request;
+        try {
+          request = fromJson(tool.method.input, (params.arguments ?? {}) as JsonValue);
+        } catch (err) {
+          throw new ConnectError(`arguments: ${(err as Error).message}`, Code.InvalidArgument);
+        }
+        const result = await platform.invoke(tool.method, request, input, "mcp");
+        const output = toJson(tool.method.output, create(tool.method.output, result as never)) as JsonObject; // `result` is the handler's init shape for this output
+        return { content: [{ type: "text", text: JSON.stringify(output) }], structuredContent: output };
+      } catch (err) {
+        const ce = err instanceof ConnectError ? err : new ConnectError("internal error", Code.Internal);
+        if (ce.code === Code.Internal) app.log.error({ err, tool: tool.name }, "MCP tool failed");
+        const error = { code: codeToString(ce.code), message: ce.rawMessage };
+        return { isError: true, content: [{ type: "text", text: `${error.code}: ${error.message}` }], structuredContent: { error } };
+      }
+    });
+
+    const port = req.socket.localPort;
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+      // DNS rebinding protection (off by default in the SDK).
+      enableDnsRebindingProtection: true,
+      allowedHosts: [publicHost, `localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`],
+      allowedOrigins: [new URL(publicUrl).origin, `http://localhost:${port}`, `http://127.0.0.1:${port}`],
+    });
+    reply.hijack();
+    reply.raw.on("close", () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(req.raw, reply.raw, req.body);
+  });
+}
