@@ -12,14 +12,19 @@ import { h2cServerFactory } from "./surfaces/h2c-server.js";
 import { healthSurface } from "./surfaces/health.js";
 import { mcpSurface } from "./surfaces/mcp.js";
 import { VERSION } from "./version.js";
+import { createSkillPool, type OutboundOptions } from "./integrations/skill-pool-factory.js";
+import type { SkillPool } from "./integrations/mcp-client/skill-pool.js";
 import { restSurface } from "./surfaces/rest.js";
 import { webhookSurface } from "./surfaces/webhooks.js";
 import type { Executor } from "./runtime/executor.js";
 import { Scheduler } from "./runtime/scheduler.js";
 import { Worker } from "./runtime/worker.js";
+import { createAgentExecutor } from "./runtime/agent-executor.js";
+import { createToolCaller } from "./runtime/tool-calls.js";
 
 export interface RuntimeOptions {
-  executor: Executor;
+  // Default: the agent runtime (tool calls on skills, model loops).
+  executor?: Executor;
   concurrency: number;
   leaseMs: number;
   maxAttempts: number;
@@ -39,11 +44,13 @@ export interface AppOptions {
   // Without it, runs are queued but not executed by this process.
   runtime?: RuntimeOptions;
   mcp?: { publicUrl: string; authorizationServers: string[] };
+  outbound?: OutboundOptions;
 }
 
 export interface App {
   server: FastifyInstance;
   platform: Platform;
+  skills: SkillPool;
   worker?: Worker;
   scheduler?: Scheduler;
   // Starts the worker and scheduler (after listen).
@@ -64,17 +71,22 @@ export async function buildApp(options: AppOptions): Promise<App> {
     return503OnClosing: true,
   });
   const log = options.logger;
+  const skills = createSkillPool(options.outbound);
   let worker: Worker | undefined;
   let scheduler: Scheduler | undefined;
   const platform = createPlatform({
     ...options,
+    skills,
     webhookRate: options.webhook && { perSecond: options.webhook.ratePerSecond, burst: options.webhook.burst },
     onRunsQueued: () => worker?.wake(),
     onRunCancelled: (id) => worker?.cancel(id),
     onFilterError: (triggerId, err) => log.warn({ triggerId, err }, "trigger filter failed on an event; treated as no match"),
   });
   if (options.runtime) {
-    const { executor, concurrency, leaseMs, maxAttempts } = options.runtime;
+    const { concurrency, leaseMs, maxAttempts } = options.runtime;
+    const executor =
+      options.runtime.executor ??
+      createAgentExecutor({ store: options.store, secrets: options.secrets, tools: createToolCaller(skills, options.secrets), log });
     worker = new Worker({ queue: options.store.queue, executor, log, concurrency, leaseMs, maxAttempts });
     if (options.runtime.scheduler) scheduler = new Scheduler({ store: options.store.schedules, log, onRunsQueued: () => worker?.wake() });
   }
@@ -95,6 +107,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   return {
     server,
     platform,
+    skills,
     worker,
     scheduler,
     start() {
@@ -105,6 +118,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
       scheduler?.stop();
       await server.close();
       await worker?.stop(graceMs);
+      await skills.close();
     },
   };
 }

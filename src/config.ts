@@ -1,6 +1,8 @@
 // Configuration from AGENTPLANE_* environment variables. Every variable is
 // listed in the README's configuration table; keep the two in step.
 import { join, resolve } from "node:path";
+import { DEFAULT_OUTBOUND, type OutboundOptions } from "./integrations/skill-pool-factory.js";
+import { AddressPolicy } from "./integrations/outbound/address-policy.js";
 
 export type AuthConfig =
   | {
@@ -43,6 +45,7 @@ export interface Config extends StoreConfig {
   runMaxAttempts: number;
   // Issuers the platform MCP endpoint advertises (RFC 9728).
   mcpAuthorizationServers: string[];
+  outbound: OutboundOptions;
 }
 
 export class ConfigError extends Error {
@@ -189,7 +192,18 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     mcpAuthorizationServers:
       str(env, "AGENTPLANE_MCP_AUTHORIZATION_SERVERS")?.split(",").map((s) => s.trim()).filter(Boolean) ??
       (auth.mode === "jwt" ? [auth.issuer] : auth.mode === "dev" ? [publicUrl] : []),
+    outbound: {
+      allow: str(env, "AGENTPLANE_OUTBOUND_ALLOW")?.split(",").map((s) => s.trim()).filter(Boolean) ?? [],
+      discoveryTimeoutMs: int(env, "AGENTPLANE_SKILL_DISCOVERY_TIMEOUT_MS", DEFAULT_OUTBOUND.discoveryTimeoutMs, problems),
+      callTimeoutMs: int(env, "AGENTPLANE_SKILL_CALL_TIMEOUT_MS", DEFAULT_OUTBOUND.callTimeoutMs, problems),
+      maxResponseBytes: int(env, "AGENTPLANE_SKILL_MAX_RESPONSE_BYTES", DEFAULT_OUTBOUND.maxResponseBytes, problems),
+    },
   };
+  try {
+    new AddressPolicy(config.outbound.allow);
+  } catch (err) {
+    problems.push(`AGENTPLANE_OUTBOUND_ALLOW: ${(err as Error).message}`);
+  }
   if (config.workerConcurrency < 1) problems.push("AGENTPLANE_WORKER_CONCURRENCY must be at least 1");
   if (config.runMaxAttempts < 1) problems.push("AGENTPLANE_RUN_MAX_ATTEMPTS must be at least 1");
   if (config.webhookRatePerSecond < 1 || config.webhookBurst < 1)

@@ -9,7 +9,7 @@ import { createAuthenticator, type Authenticator } from "../integrations/identit
 import { SecretBox } from "../lib/secret-box.js";
 import { createLogger } from "../log.js";
 import { createPlatform } from "../service/platform.js";
-import { noopExecutor } from "../runtime/executor.js";
+import { createSkillPool } from "../integrations/skill-pool-factory.js";
 import { createSqliteStore } from "../store/sqlite-store.js";
 
 function openStore(config: StoreConfig = loadStoreConfig()) {
@@ -25,7 +25,7 @@ function openStore(config: StoreConfig = loadStoreConfig()) {
 function operatorPlatform() {
   const store = openStore();
   const deny: Authenticator = { authenticate: () => Promise.reject(new Error("not used by the CLI")) };
-  return { store, platform: createPlatform({ store, secrets: new SecretBox(randomBytes(32)), authenticator: deny }) };
+  return { store, platform: createPlatform({ store, secrets: new SecretBox(randomBytes(32)), authenticator: deny, skills: createSkillPool() }) };
 }
 
 export async function migrate(): Promise<void> {
@@ -88,8 +88,8 @@ async function serveWith(config: Config, authenticator: Authenticator, secrets: 
     devIssuer,
     mcp: { publicUrl: config.publicUrl, authorizationServers: config.mcpAuthorizationServers },
     webhook: { maxBytes: config.webhookMaxBytes, ratePerSecond: config.webhookRatePerSecond, burst: config.webhookBurst },
+    outbound: config.outbound,
     runtime: {
-      executor: noopExecutor,
       concurrency: config.workerConcurrency,
       leaseMs: config.runLeaseMs,
       maxAttempts: config.runMaxAttempts,
@@ -134,7 +134,7 @@ export async function dev(): Promise<void> {
   const secrets = SecretBox.fromBase64(config.secretKey ?? devSecretKey(config.dataDir));
   const { store } = await serveWith(config, issuer.authenticator(config.auth.clockToleranceSeconds), secrets, issuer);
   if (!(await store.tenants.get("dev"))) {
-    const platform = createPlatform({ store, secrets, authenticator: issuer.authenticator(0) });
+    const platform = createPlatform({ store, secrets, authenticator: issuer.authenticator(0), skills: createSkillPool() });
     await platform.invokeAsOperator("createTenant", { $typeName: "platform.v1.CreateTenantRequest", tenant: { $typeName: "platform.v1.Tenant", id: "", slug: "dev", displayName: "Development" } });
     await platform.invokeAsOperator(
       "addMember",

@@ -19,7 +19,7 @@ const UPDATABLE = [
   "name", "description", "instructions", "skill_ids", "allowed_tools", "steps", "model", "max_steps", "timeout", "enabled",
 ] as const;
 
-const secretContext = (id: string) => `agent:${id}:model.api_key`;
+export const agentSecretContext = (id: string) => `agent:${id}:model.api_key`;
 
 export function agentMessage(row: AgentRow): Agent {
   const { spec } = row;
@@ -66,7 +66,7 @@ export function agentHandlers({ store, secrets, now, onRunsQueued }: ServiceDeps
         baseUrl: checkHttpUrl("agent.model.base_url", agent.model.baseUrl).toString(),
         model: requireText("agent.model.model", agent.model.model),
       };
-      modelApiKey = agent.model.apiKey ? secrets.seal(agent.model.apiKey, secretContext(id)) : previousKey;
+      modelApiKey = agent.model.apiKey ? secrets.seal(agent.model.apiKey, agentSecretContext(id)) : previousKey;
     }
     if (agent.maxSteps < 0 || agent.maxSteps > MAX_MAX_STEPS)
       throw invalidArgument("agent.max_steps", `must be between 1 and ${MAX_MAX_STEPS}`);

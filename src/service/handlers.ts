@@ -5,6 +5,7 @@ import type { SecretBox } from "../lib/secret-box.js";
 import type { Store } from "../store/store.js";
 import type { CallContext } from "./access.js";
 import type { EventMatcher } from "./event-matching.js";
+import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 
 type Methods = typeof PlatformService.method;
 export type MethodName = keyof Methods;
@@ -23,6 +24,8 @@ export interface ServiceDeps {
   secrets: SecretBox;
   now: () => number;
   matcher: EventMatcher;
+  // Connections to customer MCP servers.
+  skills: SkillPool;
   // Runs were committed to the queue: wake the workers.
   onRunsQueued: () => void;
   // A run was cancelled: stop it now if it is executing here.

@@ -6,6 +6,7 @@ import type { Store } from "../store/store.js";
 import { PLATFORM_ADMIN_SCOPE, createAccess, type CallerInput, type Surface } from "./access.js";
 import { notFound } from "./errors.js";
 import { EventMatcher } from "./event-matching.js";
+import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 import { createWebhookIngestion } from "./webhooks.js";
 import { agentHandlers } from "./agents.js";
 import { eventHandlers } from "./events.js";
@@ -27,6 +28,7 @@ export interface PlatformOptions {
   onRunsQueued?: () => void;
   onRunCancelled?: (runId: string) => void;
   onFilterError?: (triggerId: string, err: unknown) => void;
+  skills: SkillPool;
 }
 
 // The one implementation every surface calls: authorize by the method's
@@ -37,6 +39,7 @@ export function createPlatform(options: PlatformOptions) {
     secrets: options.secrets,
     now: options.now ?? Date.now,
     matcher: new EventMatcher(options.onFilterError),
+    skills: options.skills,
     // Late-bound: the worker that listens is created after the platform.
     onRunsQueued: () => options.onRunsQueued?.(),
     onRunCancelled: (id) => options.onRunCancelled?.(id),

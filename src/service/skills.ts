@@ -1,6 +1,5 @@
 import { create, type JsonObject } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError } from "@connectrpc/connect";
 import { SkillSchema, type Skill, type SkillAuth } from "../../gen/platform/v1/skill_pb.js";
 import { newId } from "../lib/ids.js";
 import type { SkillAuthSpec, SkillRow } from "../store/schema.js";
@@ -9,10 +8,10 @@ import { checkHttpUrl } from "./expressions.js";
 import { applyUpdateMask } from "./field-mask.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";
+import { skillConnection, skillSecretContext } from "./skill-connection.js";
 import { requireText } from "./validate.js";
 
 const UPDATABLE = ["name", "mcp_url", "auth"] as const;
-const secretContext = (id: string) => `skill:${id}:auth`;
 
 export function skillMessage(row: SkillRow): Skill {
   const secretSet = row.authSecret !== null;
@@ -84,7 +83,32 @@ function checkMcpUrl(value: string): string {
   return url.toString();
 }
 
-export function skillHandlers({ store, secrets, now }: ServiceDeps) {
+export function skillHandlers({ store, secrets, now, skills }: ServiceDeps) {
+  // Lists the tools from the server and records the outcome on the skill.
+  async function refresh(row: SkillRow): Promise<{ row: SkillRow; error?: string }> {
+    let patch: Partial<SkillRow>;
+    let error: string | undefined;
+    try {
+      const client = await skills.connectOnce(skillConnection(row, secrets));
+      try {
+        const tools = await client.listTools();
+        patch = {
+          tools: tools.map((t) => ({ name: t.name, description: t.description ?? "", inputSchema: t.inputSchema as Record<string, unknown> })),
+          toolsRefreshTime: now(),
+          toolsRefreshError: "",
+        };
+      } finally {
+        await client.close().catch(() => {});
+      }
+    } catch (err) {
+      error = (err as Error).message;
+      patch = { toolsRefreshError: error };
+    }
+    // The update time is left alone: a refresh is not a configuration change.
+    const updated = await store.skills.update(row.tenantId, row.id, patch).catch(fromStoreError);
+    return { row: updated ?? row, error };
+  }
+
   async function find(tenantId: string, id: string): Promise<SkillRow> {
     const row = await store.skills.get(tenantId, id).catch(fromStoreError);
     if (!row) throw notFound("skill", id);
@@ -124,13 +148,15 @@ export function skillHandlers({ store, secrets, now }: ServiceDeps) {
           tenantId: tenant.id,
           name: requireText("skill.name", skill?.name ?? ""),
           mcpUrl: checkMcpUrl(skill?.mcpUrl ?? ""),
-          ...authColumns(skill?.auth, (p) => secrets.seal(p, secretContext(id))),
+          ...authColumns(skill?.auth, (p) => secrets.seal(p, skillSecretContext(id))),
           tools: [],
           createTime: t,
           updateTime: t,
         })
         .catch(fromStoreError);
-      return { skill: { ...skillMessage(row), tenant: tenant.slug } };
+      // Creating never fails on an unreachable server; the outcome is recorded.
+      const refreshed = await refresh(row);
+      return { skill: { ...skillMessage(refreshed.row), tenant: tenant.slug } };
     },
     async updateSkill({ skill, updateMask }, call) {
       const tenant = tenantOf(call);
@@ -138,7 +164,7 @@ export function skillHandlers({ store, secrets, now }: ServiceDeps) {
       const row = await find(tenant.id, skill.id);
       const { merged, paths } = applyUpdateMask(SkillSchema, skillMessage(row), skill, updateMask, UPDATABLE);
       const auth = paths.includes("auth")
-        ? authColumns(merged.auth, (p) => secrets.seal(p, secretContext(row.id)), { spec: row.auth, secret: row.authSecret })
+        ? authColumns(merged.auth, (p) => secrets.seal(p, skillSecretContext(row.id)), { spec: row.auth, secret: row.authSecret })
         : { auth: row.auth, authSecret: row.authSecret };
       const updated = await store.skills
         .update(tenant.id, row.id, {
@@ -159,8 +185,10 @@ export function skillHandlers({ store, secrets, now }: ServiceDeps) {
       return {};
     },
     async refreshSkillTools({ id }, call) {
-      await find(tenantOf(call).id, id);
-      throw new ConnectError("listing tools from MCP servers is not available in this release yet", Code.Unimplemented);
+      const tenant = tenantOf(call);
+      const refreshed = await refresh(await find(tenant.id, id));
+      if (refreshed.error) throw failedPrecondition(`listing tools failed: ${refreshed.error}`);
+      return { skill: { ...skillMessage(refreshed.row), tenant: tenant.slug } };
     },
   } satisfies Partial<PlatformHandlers>;
 }

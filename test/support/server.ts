@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { Role } from "../../gen/platform/v1/common_pb.js";
 import { buildApp, type App, type AppOptions, type RuntimeOptions } from "../../src/app.js";
 import { noopExecutor } from "../../src/runtime/executor.js";
+import { DEFAULT_OUTBOUND } from "../../src/integrations/skill-pool-factory.js";
 import type { Authenticator } from "../../src/integrations/identity/index.js";
 import { SecretBox } from "../../src/lib/secret-box.js";
 import { createLogger } from "../../src/log.js";
@@ -30,10 +31,13 @@ export interface TestServerOptions {
   tenantClaim?: string;
   metricsToken?: string;
   webhook?: AppOptions["webhook"];
-  // Starts workers with these settings (the no-op executor unless given).
-  runtime?: Partial<RuntimeOptions>;
+  // Starts workers with these settings: the no-op executor unless given, or
+  // `executor: "agents"` for the real agent runtime.
+  runtime?: Partial<Omit<RuntimeOptions, "executor">> & { executor?: RuntimeOptions["executor"] | "agents" };
   groupCommit?: { windowMs: number; maxBatch: number };
   mcpAuthorizationServers?: string[];
+  // CIDRs customer MCP servers may be at (loopback for the test fixtures).
+  outboundAllow?: string[];
 }
 
 export async function startServer(options: TestServerOptions): Promise<TestServer> {
@@ -50,14 +54,15 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     tenantClaim: options.tenantClaim,
     metricsToken: options.metricsToken,
     webhook: options.webhook,
+    outbound: { ...DEFAULT_OUTBOUND, allow: options.outboundAllow ?? [] },
     mcp: { publicUrl: url, authorizationServers: options.mcpAuthorizationServers ?? [] },
     runtime: options.runtime && {
-      executor: noopExecutor,
       concurrency: 4,
       leaseMs: 30_000,
       maxAttempts: 3,
       scheduler: false,
       ...options.runtime,
+      executor: options.runtime.executor === "agents" ? undefined : (options.runtime.executor ?? noopExecutor),
     },
   });
   await app.server.listen({ host: "127.0.0.1", port });

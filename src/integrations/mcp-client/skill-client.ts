@@ -1,0 +1,81 @@
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
+import { OutboundBlockedError, type FetchLike } from "../outbound/guarded-fetch.js";
+import { authenticatedFetch, type SkillAuth } from "./auth-fetch.js";
+import { SkillError } from "./errors.js";
+
+export interface SkillClientOptions {
+  url: string;
+  auth: SkillAuth;
+  fetch: FetchLike;
+  callTimeoutMs: number;
+  version: string;
+}
+
+// Any failure below the tool itself, as a SkillError with a kind.
+export function toSkillError(err: unknown): SkillError {
+  if (err instanceof SkillError) return err;
+  const e = err as Error & { code?: unknown; cause?: unknown };
+  if (e instanceof OutboundBlockedError || e.cause instanceof OutboundBlockedError)
+    return new SkillError("outbound_blocked", (e.cause instanceof OutboundBlockedError ? e.cause : e).message);
+  if (e.name === "TimeoutError" || e.name === "AbortError" || e.code === -32001 /* SDK request timeout */)
+    return new SkillError("skill_timeout", e.message);
+  if (e instanceof StreamableHTTPError) {
+    const status = e.code ?? 0;
+    return new SkillError(status >= 500 || status === 429 ? "skill_error" : "skill_unauthorized", e.message);
+  }
+  if (e.cause instanceof SkillError) return e.cause;
+  if (e.message === "fetch failed" || /ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|socket/i.test(`${e.message} ${String(e.cause)}`))
+    return new SkillError("skill_unreachable", `${e.message}${e.cause ? `: ${(e.cause as Error).message ?? e.cause}` : ""}`);
+  return new SkillError("skill_error", e.message);
+}
+
+// One customer MCP server, through the MCP SDK client over Streamable HTTP.
+export class SkillClient {
+  private constructor(
+    private readonly client: Client,
+    private readonly callTimeoutMs: number,
+  ) {}
+
+  static async connect(options: SkillClientOptions): Promise<SkillClient> {
+    const client = new Client({ name: "agentplane", version: options.version });
+    const transport = new StreamableHTTPClientTransport(new URL(options.url), {
+      fetch: authenticatedFetch(options.fetch, options.auth) as never, // the SDK's FetchLike is the web fetch signature
+    });
+    try {
+      await client.connect(transport, { timeout: options.callTimeoutMs });
+    } catch (err) {
+      await client.close().catch(() => {});
+      throw toSkillError(err);
+    }
+    return new SkillClient(client, options.callTimeoutMs);
+  }
+
+  async listTools(): Promise<Tool[]> {
+    const tools: Tool[] = [];
+    let cursor: string | undefined;
+    try {
+      do {
+        const page = await this.client.listTools(cursor ? { cursor } : {}, { timeout: this.callTimeoutMs });
+        tools.push(...page.tools);
+        cursor = page.nextCursor;
+      } while (cursor);
+    } catch (err) {
+      throw toSkillError(err);
+    }
+    return tools;
+  }
+
+  async callTool(name: string, args: Record<string, unknown>, signal?: AbortSignal): Promise<CallToolResult> {
+    try {
+      return (await this.client.callTool({ name, arguments: args }, undefined, { timeout: this.callTimeoutMs, signal })) as CallToolResult;
+    } catch (err) {
+      throw toSkillError(err);
+    }
+  }
+
+  close(): Promise<void> {
+    return this.client.close();
+  }
+}

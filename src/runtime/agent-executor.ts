@@ -1,0 +1,153 @@
+import jsonata from "jsonata";
+import OpenAI from "openai";
+import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
+import type { Logger } from "pino";
+import type { SecretBox } from "../lib/secret-box.js";
+import { agentSecretContext } from "../service/agents.js";
+import type { AgentRow, RunRow, RunStepRecord, SkillRow } from "../store/schema.js";
+import type { Store } from "../store/store.js";
+import type { ExecutionContext, ExecutionResult, Executor } from "./executor.js";
+import type { ToolCaller } from "./tool-calls.js";
+
+export interface AgentExecutorOptions {
+  store: Store;
+  secrets: SecretBox;
+  tools: ToolCaller;
+  log: Logger;
+}
+
+class StepFailed extends Error {}
+
+// Runs an agent: a deterministic plan of tool calls, or a model loop over the
+// tools of its skills. Every call is recorded as a step on the run.
+export function createAgentExecutor({ store, secrets, tools, log }: AgentExecutorOptions): Executor {
+  async function context(run: RunRow) {
+    const event = run.eventId ? await store.events.get(run.tenantId, run.eventId) : undefined;
+    return {
+      event: event && { id: event.id, event_type: event.eventType, payload: event.payload, source_id: event.sourceId, receive_time: new Date(event.receiveTime).toISOString() },
+      input: run.input ?? undefined,
+    };
+  }
+
+  async function skillOf(agent: AgentRow, skillId: string): Promise<SkillRow> {
+    const skill = await store.skills.get(agent.tenantId, skillId);
+    if (!skill) throw new StepFailed(`skill "${skillId}" no longer exists`);
+    return skill;
+  }
+
+  function allowed(agent: AgentRow, skillId: string, tool: string): boolean {
+    const list = agent.spec.allowedTools[skillId];
+    return !list || list.length === 0 || list.includes(tool);
+  }
+
+  async function deterministic(agent: AgentRow, run: RunRow, ctx: ExecutionContext, signal: AbortSignal): Promise<ExecutionResult> {
+    const base = await context(run);
+    const results: { result: unknown }[] = [];
+    let output: unknown = null;
+    for (const [i, planned] of agent.spec.steps.entries()) {
+      if (!allowed(agent, planned.skillId, planned.tool)) throw new StepFailed(`steps[${i}]: tool "${planned.tool}" is not allowed`);
+      let args: unknown = {};
+      if (planned.arguments.trim()) {
+        try {
+          args = await jsonata(planned.arguments).evaluate({ ...base, steps: results });
+        } catch (err) {
+          throw new StepFailed(`steps[${i}].arguments: ${(err as Error).message}`);
+        }
+      }
+      if (typeof args !== "object" || args === null || Array.isArray(args))
+        throw new StepFailed(`steps[${i}].arguments must evaluate to an object, got ${JSON.stringify(args)}`);
+      const step = await tools.call(await skillOf(agent, planned.skillId), planned.tool, args as Record<string, unknown>, signal);
+      await ctx.recordStep(step);
+      if (step.error) throw new StepFailed(`steps[${i}] (${planned.tool}): ${step.error}`);
+      results.push({ result: step.result });
+      output = step.result;
+    }
+    return { status: "succeeded", output };
+  }
+
+  async function model(agent: AgentRow, run: RunRow, ctx: ExecutionContext, signal: AbortSignal): Promise<ExecutionResult> {
+    const config = agent.spec.model!;
+    const apiKey = agent.modelApiKey ? secrets.open(agent.modelApiKey, agentSecretContext(agent.id)) : "unset";
+    const client = new OpenAI({ baseURL: config.baseUrl, apiKey, maxRetries: 2 });
+    // Tools are offered as `<skill name>__<tool>`, sanitized to what the API accepts.
+    const offered = new Map<string, { skill: SkillRow; tool: string }>();
+    const definitions: ChatCompletionTool[] = [];
+    for (const skillId of agent.spec.skillIds) {
+      const skill = await skillOf(agent, skillId);
+      for (const tool of skill.tools) {
+        if (!allowed(agent, skillId, tool.name)) continue;
+        const name = `${skill.name}__${tool.name}`.replace(/[^a-zA-Z0-9_-]/g, "_").slice(0, 64);
+        offered.set(name, { skill, tool: tool.name });
+        definitions.push({ type: "function", function: { name, description: tool.description, parameters: tool.inputSchema } });
+      }
+    }
+    // The model sees tool failures as text and may recover; the run records them.
+    const callForModel = async (name: string, rawArgs: string): Promise<string> => {
+      const target = offered.get(name);
+      if (!target) return `error: unknown tool ${name}`;
+      let args: unknown;
+      try {
+        args = JSON.parse(rawArgs || "{}");
+      } catch {
+        return "error: arguments are not JSON";
+      }
+      if (typeof args !== "object" || args === null || Array.isArray(args)) return "error: arguments must be a JSON object";
+      const done = await tools.call(target.skill, target.tool, args as Record<string, unknown>, signal);
+      await ctx.recordStep(done);
+      return done.error ? `error: ${done.error}` : JSON.stringify(done.result);
+    };
+    const base = await context(run);
+    const messages: ChatCompletionMessageParam[] = [];
+    if (agent.instructions) messages.push({ role: "system", content: agent.instructions });
+    messages.push({ role: "user", content: JSON.stringify(base.event ?? base.input ?? {}) });
+
+    for (let turn = 0; turn < agent.maxSteps; turn++) {
+      const started = Date.now();
+      const step: RunStepRecord = { kind: "model_call", skillId: "", tool: config.model, arguments: { messages: messages.length, tools: definitions.length }, error: "", startTime: started };
+      let reply;
+      try {
+        const completion = await client.chat.completions.create(
+          { model: config.model, messages, ...(definitions.length ? { tools: definitions } : {}) },
+          { signal },
+        );
+        reply = completion.choices[0]?.message;
+        if (!reply) throw new Error("the model answered without a choice");
+      } catch (err) {
+        step.error = `model_error: ${(err as Error).message}`;
+        step.endTime = Date.now();
+        await ctx.recordStep(step);
+        if (signal.aborted) throw err;
+        throw new StepFailed(step.error);
+      }
+      step.result = { content: reply.content, tool_calls: reply.tool_calls?.map((c) => (c.type === "function" ? { name: c.function.name, arguments: c.function.arguments } : c)) };
+      step.endTime = Date.now();
+      await ctx.recordStep(step);
+      messages.push(reply as ChatCompletionMessageParam);
+      const calls = reply.tool_calls ?? [];
+      if (calls.length === 0) return { status: "succeeded", output: reply.content };
+      for (const call of calls) {
+        if (call.type !== "function") continue;
+        messages.push({ role: "tool", tool_call_id: call.id, content: await callForModel(call.function.name, call.function.arguments) });
+      }
+    }
+    throw new StepFailed(`max_steps (${agent.maxSteps}) reached without a final answer`);
+  }
+
+  return {
+    async execute(run, ctx) {
+      const agent = await store.agents.get(run.tenantId, run.agentId);
+      if (!agent) return { status: "failed", error: `agent "${run.agentId}" no longer exists` };
+      const deadline = AbortSignal.timeout(agent.timeoutMs);
+      const signal = AbortSignal.any([ctx.signal, deadline]);
+      try {
+        if (agent.spec.model) return await model(agent, run, ctx, signal);
+        return await deterministic(agent, run, ctx, signal);
+      } catch (err) {
+        if (deadline.aborted) return { status: "timed_out", error: `agent timeout (${agent.timeoutMs} ms) reached` };
+        if (err instanceof StepFailed) return { status: "failed", error: err.message };
+        if (!ctx.signal.aborted) log.error({ err, run: run.id }, "agent execution failed");
+        return { status: "failed", error: (err as Error).message };
+      }
+    },
+  };
+}
