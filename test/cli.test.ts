@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import Database from "better-sqlite3";
+import { startOpenMcp, startStaticBearerMcp } from "./support/customer-mcp.js";
 
 const exec = promisify(execFile);
 const CLI = join(process.cwd(), "dist/src/cli/main.js");
@@ -58,6 +59,27 @@ describe("agentplane CLI", () => {
     expect(dup.stderr).toContain('tenant "acme" already exists');
     const badSlug = await agentplane(["tenant", "create", "Acme!"], env);
     expect(badSlug.stderr).toContain("tenant.slug");
+  });
+
+  it("probes a skill as the runtime would: tools listed, or the failing step named", async () => {
+    const open = await startOpenMcp();
+    const guarded = await startStaticBearerMcp("right");
+    try {
+      const allow = { AGENTPLANE_OUTBOUND_ALLOW: "127.0.0.0/8" };
+      const ok = await agentplane(["skill", "probe", "--url", open.url], allow);
+      expect(ok.code).toBe(0);
+      expect(ok.stdout).toContain("4 tool(s)");
+      expect(ok.stdout).toContain("  echo");
+      const refused = await agentplane(["skill", "probe", "--url", guarded.url, "--bearer", "wrong"], allow);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain("skill_unauthorized");
+      const blocked = await agentplane(["skill", "probe", "--url", open.url]);
+      expect(blocked.code).toBe(1);
+      expect(blocked.stderr).toContain("outbound_blocked");
+    } finally {
+      await open.close();
+      await guarded.close();
+    }
   });
 
   it("prints usage for an unknown command", async () => {

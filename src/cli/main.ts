@@ -2,6 +2,7 @@
 import { parseArgs } from "node:util";
 import { ConfigError } from "../config.js";
 import { dev, memberAdd, migrate, serve, sourceCreate, tenantCreate } from "./commands.js";
+import { probeSkill } from "./probe.js";
 
 const USAGE = `usage:
   agentplane serve                                   run the service (configured by AGENTPLANE_* variables)
@@ -9,7 +10,9 @@ const USAGE = `usage:
   agentplane migrate                                 apply database migrations
   agentplane tenant create <slug> [--admin <subject>] [--display-name <name>]
   agentplane member add <tenant> <subject> [--role admin|viewer]
-  agentplane source create <tenant> <name>          create a webhook source; prints its token once`;
+  agentplane source create <tenant> <name>          create a webhook source; prints its token once
+  agentplane skill probe --url <mcp url> [--bearer T | --issuer I --client-id C --client-secret S [--scope S]...]
+                                                     connect as the runtime would and list the tools`;
 
 async function main(argv: string[]): Promise<void> {
   const { positionals, values } = parseArgs({
@@ -19,6 +22,13 @@ async function main(argv: string[]): Promise<void> {
       admin: { type: "string" },
       "display-name": { type: "string" },
       role: { type: "string", default: "viewer" },
+      url: { type: "string" },
+      bearer: { type: "string" },
+      issuer: { type: "string" },
+      "client-id": { type: "string" },
+      "client-secret": { type: "string" },
+      scope: { type: "string", multiple: true },
+      audience: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -37,6 +47,21 @@ async function main(argv: string[]): Promise<void> {
     case "source create":
       if (!rest[0] || !rest[1]) throw new UsageError("source create needs a tenant and a name");
       return sourceCreate(rest[0], rest[1]);
+    case "skill probe": {
+      if (!values.url) throw new UsageError("skill probe needs --url");
+      const allow = process.env.AGENTPLANE_OUTBOUND_ALLOW?.split(",").map((c) => c.trim()).filter(Boolean) ?? [];
+      process.exitCode = await probeSkill({
+        url: values.url,
+        bearer: values.bearer,
+        issuer: values.issuer,
+        clientId: values["client-id"],
+        clientSecret: values["client-secret"],
+        scopes: values.scope ?? [],
+        audience: values.audience,
+        allow,
+      });
+      return;
+    }
     case "member add":
       if (!rest[0] || !rest[1]) throw new UsageError("member add needs a tenant and a subject");
       return memberAdd(rest[0], rest[1], values.role);
