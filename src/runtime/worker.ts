@@ -82,6 +82,11 @@ export class Worker {
         const free = this.#o.concurrency - this.#active.size;
         if (free <= 0 || this.#stopped) break;
         const runs = await this.#o.queue.claim(this.owner, free, this.#o.leaseMs, this.#o.maxAttempts, this.#o.now());
+        if (this.#stopped) {
+          // stop() began while claiming: give these back rather than run them unwatched.
+          await this.#o.queue.release(this.owner, runs.map((r) => r.id), this.#o.now());
+          break;
+        }
         for (const run of runs) this.#launch(run);
         if (runs.length === free) this.#again = true;
       } while (this.#again && !this.#stopped);
@@ -91,6 +96,8 @@ export class Worker {
       if (!this.#stopped) this.#timer = setTimeout(() => this.wake(), 1000);
     } finally {
       this.#pumping = false;
+      // A wake() that arrived while this pump was finishing must not be lost.
+      if (this.#again && !this.#stopped) this.wake();
     }
   }
 

@@ -15,7 +15,6 @@ const STATUS: Record<RunStatusName, RunStatus> = {
   timed_out: RunStatus.TIMED_OUT,
 };
 const STATUS_NAME = new Map(Object.entries(STATUS).map(([name, value]) => [value, name as RunStatusName]));
-const TERMINAL: RunStatusName[] = ["succeeded", "failed", "cancelled", "timed_out"];
 
 const value = (v: unknown) => (v === undefined || v === null ? undefined : fromJson(ValueSchema, v as JsonValue));
 const time = (ms: number | null | undefined) => (ms === null || ms === undefined ? undefined : timestampFromMs(ms));
@@ -74,16 +73,14 @@ export function runHandlers({ store, now, onRunCancelled }: ServiceDeps) {
     },
     async cancelRun({ id }, call) {
       const tenant = tenantOf(call);
-      const row = await store.runs.get(tenant.id, id).catch(fromStoreError);
-      if (!row) throw notFound("run", id);
-      if (TERMINAL.includes(row.status)) throw failedPrecondition(`run "${id}" already ended (${row.status})`);
-      const t = now();
-      const updated = await store.runs
-        .update(tenant.id, id, { status: "cancelled", endTime: t, updateTime: t, leaseOwner: null, leaseExpireTime: null })
-        .catch(fromStoreError);
-      if (!updated) throw notFound("run", id);
+      const cancelled = await store.queue.cancel(tenant.id, id, now()).catch(fromStoreError);
+      if (!cancelled) {
+        const row = await store.runs.get(tenant.id, id).catch(fromStoreError);
+        if (!row) throw notFound("run", id);
+        throw failedPrecondition(`run "${id}" already ended (${row.status})`);
+      }
       onRunCancelled(id);
-      return { run: { ...runMessage(updated), tenant: tenant.slug } };
+      return { run: { ...runMessage(cancelled), tenant: tenant.slug } };
     },
   } satisfies Partial<PlatformHandlers>;
 }

@@ -63,10 +63,16 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
      where id = @id and lease_owner = @owner and status = 'running'`,
   );
   const release = raw.prepare<{ owner: string; id: string; now: number }>(
-    `update runs set status = 'queued', lease_owner = null, lease_expire_time = null, attempt = max(attempt - 1, 0), update_time = @now
+    `update runs set status = 'queued', lease_owner = null, lease_expire_time = null, attempt = max(attempt - 1, 0),
+       start_time = null, update_time = @now
      where id = @id and lease_owner = @owner and status = 'running'`,
   );
   const releaseTx = raw.transaction((owner: string, ids: string[], now: number) => ids.forEach((id) => release.run({ owner, id, now })));
+  // Conditional: a run that finished meanwhile is not turned into cancelled.
+  const cancel = raw.prepare<{ tenantId: string; id: string; now: number }, RawRun>(
+    `update runs set status = 'cancelled', end_time = @now, lease_owner = null, lease_expire_time = null, update_time = @now
+     where tenant_id = @tenantId and id = @id and status in ('queued', 'running') returning ${SELECT}`,
+  );
   const nextExpiry = raw.prepare<[], { t: number | null }>(`select min(lease_expire_time) as t from runs where status = 'running'`);
   const insert = prepareRunInsert(raw);
   const insertTx = raw.transaction((rows: Parameters<RunQueue["insertMany"]>[0]) => {
@@ -91,6 +97,11 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
           }).changes > 0,
       ),
     release: (owner, ids, now) => run(() => releaseTx(owner, ids, now)),
+    cancel: (tenantId, id, now) =>
+      run(() => {
+        const row = cancel.get({ tenantId, id, now });
+        return row && parse(row);
+      }),
     nextLeaseExpiry: () => run(() => nextExpiry.get()?.t ?? undefined),
     insertMany: (rows) => run(() => insertTx(rows)),
   };

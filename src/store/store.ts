@@ -104,6 +104,9 @@ export interface RunQueue {
   finish(owner: string, id: string, outcome: RunOutcome, now: number): Promise<boolean>;
   // Gives held runs back to the queue (graceful shutdown), refunding the attempt.
   release(owner: string, ids: string[], now: number): Promise<void>;
+  // Cancels a run that is still queued or running; undefined when it is not
+  // (already ended, or not in this tenant).
+  cancel(tenantId: string, id: string, now: number): Promise<RunRow | undefined>;
   // The earliest lease expiry among running runs: when a dead worker's run
   // becomes claimable.
   nextLeaseExpiry(): Promise<number | undefined>;
