@@ -39,9 +39,12 @@ export function createGuardedFetch(options: GuardedFetchOptions): FetchLike {
   const dispatcher = new Agent({ connect: { lookup: guardedLookup } });
 
   const limited = (res: Response): Response => {
-    const declared = Number(res.headers.get("content-length") ?? "0");
+    const length = res.headers.get("content-length");
+    const declared = Number(length ?? "0");
     if (declared > options.maxResponseBytes) throw new ResponseTooLargeError(`response of ${declared} bytes is over the limit`);
-    if (!res.body) return res;
+    // A declared length bounds an unencoded body (HTTP framing); only bodies
+    // of unknown or encoded length are counted as they stream.
+    if (!res.body || (length !== null && !res.headers.has("content-encoding"))) return res;
     let seen = 0;
     const counter = new TransformStream<Uint8Array, Uint8Array>({
       transform(chunk, controller) {
