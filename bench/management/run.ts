@@ -10,10 +10,10 @@
 // request that was not answered 2xx.
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
-import { availableParallelism, cpus, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
-import autocannon, { type Result } from "autocannon";
+import type { Result } from "autocannon";
 import { SignJWT, createLocalJWKSet, exportJWK, generateKeyPair } from "jose";
 import { AgentSchema } from "../../gen/platform/v1/agent_pb.js";
 import { Role } from "../../gen/platform/v1/common_pb.js";
@@ -29,6 +29,8 @@ import { SecretBox } from "../../src/lib/secret-box.js";
 import { createLogger } from "../../src/log.js";
 import { createSqliteStore } from "../../src/store/sqlite-store.js";
 import type { Store } from "../../src/store/store.js";
+import { describeLoad, loadSettingsFromEnv, perSec, printLoadTable, runLoad, summarize, type LoadOptions } from "../lib/load.js";
+import { describeHost, runBench } from "../lib/run.js";
 
 const ISSUER = "https://bench.agentplane.invalid";
 const AUDIENCE = "agentplane-bench";
@@ -39,22 +41,6 @@ const AGENT_COUNT = 20;
 const METHOD_PATH = "/platform.v1.PlatformService/ListAgents";
 const WARMUP_SECONDS = 3;
 const TARGET_RATIO = 0.8;
-
-function positiveInt(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer, got "${raw}"`);
-  return n;
-}
-
-function nonNegativeInt(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got "${raw}"`);
-  return n;
-}
 
 interface BenchServer {
   name: string;
@@ -150,85 +136,12 @@ async function preflight(server: BenchServer, token: string, expectVerification:
     throw new Error(`${server.name}: auth-disabled server answered ${forged.status} to an arbitrary token`);
 }
 
-interface LoadOptions {
-  connections: number;
-  workers: number;
-}
-
-async function load(server: BenchServer, token: string, seconds: number, opts: LoadOptions, label: string): Promise<Result> {
-  const result = await autocannon({
-    url: server.url + METHOD_PATH,
-    method: "POST",
-    headers: headersFor(token),
-    body: "{}",
-    connections: opts.connections,
-    duration: seconds,
-    workers: opts.workers,
-  });
-  const bad = result.non2xx !== 0 || result.errors !== 0 || result.timeouts !== 0 || result["2xx"] === 0;
-  if (bad) {
-    const codes = Object.entries(result.statusCodeStats)
-      .map(([code, { count }]) => `${code}×${count}`)
-      .join(", ");
-    throw new Error(
-      `${server.name} (${label}): ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts, ` +
-        `${result["2xx"]} 2xx [status codes: ${codes || "none"}]`,
-    );
-  }
-  return result;
-}
-
-const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
-
-// Completed (all 2xx) requests over the run's measured wall time. Steadier than
-// the mean of autocannon's 1 s samples, which can miss a tick when the load
-// generator's thread is starved of CPU.
-const reqPerSec = (r: Result): number => r["2xx"] / r.duration;
-
-interface Summary {
-  name: string;
-  reqPerSec: number;
-  runs: number[];
-  p50: number;
-  p99: number;
-  requests: number;
-}
-
-function summarize(name: string, results: Result[]): Summary {
-  return {
-    name,
-    reqPerSec: mean(results.map(reqPerSec)),
-    runs: results.map(reqPerSec),
-    p50: mean(results.map((r) => r.latency.p50)),
-    p99: mean(results.map((r) => r.latency.p99)),
-    requests: results.reduce((a, r) => a + r["2xx"], 0),
-  };
-}
-
-function printTable(rows: Summary[]): void {
-  const header = ["server", "req/s (mean)", "runs (req/s)", "p50 (ms)", "p99 (ms)", "2xx total"];
-  const cells = rows.map((r) => [
-    r.name,
-    r.reqPerSec.toFixed(0),
-    r.runs.map((x) => x.toFixed(0)).join(" / "),
-    r.p50.toFixed(1),
-    r.p99.toFixed(1),
-    String(r.requests),
-  ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
-  const line = (c: string[]) => c.map((v, i) => (i === 0 ? v.padEnd(widths[i]!) : v.padStart(widths[i]!))).join("  ");
-  console.log(line(header));
-  console.log(widths.map((w) => "-".repeat(w)).join("  "));
-  for (const c of cells) console.log(line(c));
+function load(server: BenchServer, token: string, seconds: number, opts: LoadOptions, label: string): Promise<Result> {
+  return runLoad({ name: server.name, label, url: server.url + METHOD_PATH, headers: headersFor(token), body: "{}", seconds, ...opts });
 }
 
 async function main(): Promise<void> {
-  const duration = positiveInt("BENCH_DURATION", 10);
-  const connections = positiveInt("BENCH_CONNECTIONS", 50);
-  // 1 (default): autocannon generates load from a worker thread, so the
-  // servers' event loop is not shared with the load generator.
-  const workers = nonNegativeInt("BENCH_WORKERS", 1);
-  const loadOpts: LoadOptions = { connections, workers };
+  const { duration, ...loadOpts } = loadSettingsFromEnv();
 
   // Identity: an RS256 key pair, verification through the production JWT
   // authenticator over a local key set, and one access token for bench-admin.
@@ -263,18 +176,16 @@ async function main(): Promise<void> {
     await preflight(disabled, token, false);
     await preflight(jwt, token, true);
 
-    const cpuModel = cpus()[0]?.model.trim() ?? "unknown CPU";
     console.log(
       `agentplane management bench: POST ${METHOD_PATH} (${AGENT_COUNT} agents/page)\n` +
-        `node ${process.version}, ${availableParallelism()} CPUs (${cpuModel}); ` +
-        `${connections} connections, load generator on ${workers === 0 ? "the main thread" : `${workers} worker thread(s)`}\n` +
+        `${describeHost()}; ${describeLoad(loadOpts)}\n` +
         `${WARMUP_SECONDS} s warm-up per server, then ${duration} s runs in the order disabled, jwt, disabled, jwt\n`,
     );
 
     for (const server of [disabled, jwt]) {
       process.stdout.write(`warm-up ${server.name} ... `);
       const r = await load(server, token, WARMUP_SECONDS, loadOpts, "warm-up");
-      console.log(`${reqPerSec(r).toFixed(0)} req/s`);
+      console.log(`${perSec(r).toFixed(0)} req/s`);
     }
 
     const results = new Map<BenchServer, Result[]>([
@@ -286,14 +197,14 @@ async function main(): Promise<void> {
       process.stdout.write(`run ${i + 1}/${order.length} ${server.name} ... `);
       const r = await load(server, token, duration, loadOpts, `run ${i + 1}`);
       results.get(server)!.push(r);
-      console.log(`${reqPerSec(r).toFixed(0)} req/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms`);
+      console.log(`${perSec(r).toFixed(0)} req/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms`);
     }
 
     const d = summarize(disabled.name, results.get(disabled)!);
     const j = summarize(jwt.name, results.get(jwt)!);
     console.log("");
-    printTable([d, j]);
-    const ratio = j.reqPerSec / d.reqPerSec;
+    printLoadTable([d, j], { subject: "server", unit: "req/s" });
+    const ratio = j.perSec / d.perSec;
     const verdict = ratio >= TARGET_RATIO ? "met" : "NOT met";
     console.log(
       `\njwt / disabled: ${(ratio * 100).toFixed(1)} % of req/s ` +
@@ -304,10 +215,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    console.error(`\nbench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
-    process.exit(1);
-  },
-);
+runBench(main);

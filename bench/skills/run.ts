@@ -14,26 +14,21 @@
 // "agentplane p50 and p99 <= 1.2x direct". Agentplane must also make exactly
 // one token request in the whole run. It reports; it exits nonzero only when
 // a call fails or returns something other than its text.
-import { availableParallelism, cpus } from "node:os";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { SkillClient } from "../../src/integrations/mcp-client/skill-client.js";
 import type { SkillPool } from "../../src/integrations/mcp-client/skill-pool.js";
 import { createSkillPool } from "../../src/integrations/skill-pool-factory.js";
+import { positiveInt } from "../lib/env.js";
+import { describeHost, runBench } from "../lib/run.js";
+import { mean } from "../lib/stats.js";
+import { printTable } from "../lib/table.js";
 import { CLIENT_ID, CLIENT_SECRET, SCOPE, startBenchMcpServer, type BenchMcpServer } from "./oauth-mcp-server.js";
 
 const CALL_TIMEOUT_MS = 30_000;
 const TARGET_RATIO = 1.2;
 const TARGET_TOKEN_REQUESTS = 1;
-
-function positiveInt(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer, got "${raw}"`);
-  return n;
-}
 
 interface Contender {
   name: string;
@@ -81,7 +76,6 @@ async function block(c: Contender, count: number, record: boolean): Promise<void
 const sorted = (xs: number[]): number[] => [...xs].sort((a, b) => a - b);
 // Nearest rank: the smallest sample with at least p % of the samples at or below it.
 const percentile = (s: number[], p: number): number => s[Math.max(0, Math.ceil((p / 100) * s.length) - 1)]!;
-const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 interface Summary {
   name: string;
@@ -108,16 +102,12 @@ function summarize(c: Contender): Summary {
   };
 }
 
-function printTable(rows: Summary[]): void {
+function printSummaries(rows: Summary[]): void {
   const header = ["client", "calls", "p50 (ms)", "p90 (ms)", "p99 (ms)", "mean (ms)", "max (ms)", "p50 per block (ms)"];
   const ms = (x: number) => x.toFixed(3);
   const cells = rows.map((r) => [r.name, String(r.calls), ms(r.p50), ms(r.p90), ms(r.p99), ms(r.mean), ms(r.max), r.blocks.map((b) => b.toFixed(2)).join(" ")]);
-  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
-  const line = (c: string[]) =>
-    c.map((v, i) => (i === 0 || i === c.length - 1 ? v.padEnd(widths[i]!) : v.padStart(widths[i]!))).join("  ").trimEnd();
-  console.log(line(header));
-  console.log(widths.map((w) => "-".repeat(w)).join("  "));
-  for (const c of cells) console.log(line(c));
+  // Names and the list of block p50s read left to right.
+  printTable(header, cells, [0, header.length - 1]);
 }
 
 // One token from the token endpoint, the way any OAuth client would get it.
@@ -196,11 +186,10 @@ async function main(): Promise<void> {
       blockP50s: [],
     };
 
-    const cpuModel = cpus()[0]?.model.trim() ?? "unknown CPU";
     const blocks = calls / blockSize;
     console.log(
       `agentplane skills bench: tools/call "echo" on an OAuth-protected MCP server (stateless Streamable HTTP, JSON responses)\n` +
-        `node ${process.version}, ${availableParallelism()} CPUs (${cpuModel}); server and both clients in this process, one call in flight\n` +
+        `${describeHost()}; server and both clients in this process, one call in flight\n` +
         `${warmup} warm-up calls each, then ${calls} measured calls each in ${2 * blocks} alternating blocks of ${blockSize} (agentplane first)\n`,
     );
 
@@ -222,7 +211,7 @@ async function main(): Promise<void> {
 
     const sa = summarize(a);
     const sb = summarize(b);
-    printTable([sa, sb]);
+    printSummaries([sa, sb]);
 
     const r50 = sa.p50 / sb.p50;
     const r99 = sa.p99 / sb.p99;
@@ -244,10 +233,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    console.error(`\nbench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
-    process.exit(1);
-  },
-);
+runBench(main);

@@ -17,10 +17,10 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import type { Server } from "node:http";
-import { availableParallelism, cpus, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
-import autocannon, { type Result } from "autocannon";
+import type { Result } from "autocannon";
 import Database from "better-sqlite3";
 import Fastify, { type FastifyInstance } from "fastify";
 import { AgentSchema } from "../../gen/platform/v1/agent_pb.js";
@@ -37,6 +37,8 @@ import { createLogger } from "../../src/log.js";
 import { createSqliteStore } from "../../src/store/sqlite-store.js";
 import type { GroupCommitOptions } from "../../src/store/sqlite-ingest.js";
 import type { Store } from "../../src/store/store.js";
+import { describeLoad, loadSettingsFromEnv, perSec, printLoadTable, runLoad, summarize, type LoadOptions } from "../lib/load.js";
+import { describeHost, runBench } from "../lib/run.js";
 
 const TENANT = "bench";
 const WEBHOOK_PATH = "/webhooks/events";
@@ -48,22 +50,6 @@ const TARGET_VS_BARE = 0.6;
 const TARGET_VS_SQLITE = 1.0;
 // Each store target keeps the one event its preflight posted.
 const PREFLIGHT_ROWS = 1;
-
-function positiveInt(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer, got "${raw}"`);
-  return n;
-}
-
-function nonNegativeInt(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got "${raw}"`);
-  return n;
-}
 
 // An order-created event of about 1 KiB once serialized.
 function eventBody(): string {
@@ -319,81 +305,10 @@ async function preflight(target: Target, body: string, agentplane: boolean): Pro
   if (forged.status !== 401) throw new Error(`${target.name}: an unknown webhook token got ${forged.status}, expected 401`);
 }
 
-interface LoadOptions {
-  connections: number;
-  workers: number;
-  body: string;
-}
-
-async function load(target: Target, seconds: number, opts: LoadOptions, label: string): Promise<Result> {
-  const result = await autocannon({
-    url: target.url,
-    method: "POST",
-    headers: target.headers,
-    body: opts.body,
-    connections: opts.connections,
-    duration: seconds,
-    workers: opts.workers,
-  });
-  const codes = Object.keys(result.statusCodeStats);
-  const bad =
-    result.non2xx !== 0 ||
-    result.errors !== 0 ||
-    result.timeouts !== 0 ||
-    result["2xx"] === 0 ||
-    codes.some((c) => c !== "202");
-  if (bad) {
-    const counts = Object.entries(result.statusCodeStats)
-      .map(([code, { count }]) => `${code}×${count}`)
-      .join(", ");
-    throw new Error(
-      `${target.name} (${label}): ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts, ` +
-        `${result["2xx"]} 2xx [status codes: ${counts || "none"}]`,
-    );
-  }
-  return result;
-}
-
-const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
-
-// Accepted (all 202) events over the run's measured wall time.
-const perSec = (r: Result): number => r["2xx"] / r.duration;
-
-interface Summary {
-  name: string;
-  perSec: number;
-  runs: number[];
-  p50: number;
-  p99: number;
-  requests: number;
-}
-
-function summarize(name: string, results: Result[]): Summary {
-  return {
-    name,
-    perSec: mean(results.map(perSec)),
-    runs: results.map(perSec),
-    p50: mean(results.map((r) => r.latency.p50)),
-    p99: mean(results.map((r) => r.latency.p99)),
-    requests: results.reduce((a, r) => a + r["2xx"], 0),
-  };
-}
-
-function printTable(rows: Summary[]): void {
-  const header = ["target", "events/s (mean)", "runs (events/s)", "p50 (ms)", "p99 (ms)", "2xx total"];
-  const cells = rows.map((r) => [
-    r.name,
-    r.perSec.toFixed(0),
-    r.runs.map((x) => x.toFixed(0)).join(" / "),
-    r.p50.toFixed(1),
-    r.p99.toFixed(1),
-    String(r.requests),
-  ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
-  const line = (c: string[]) => c.map((v, i) => (i === 0 ? v.padEnd(widths[i]!) : v.padStart(widths[i]!))).join("  ");
-  console.log(line(header));
-  console.log(widths.map((w) => "-".repeat(w)).join("  "));
-  for (const c of cells) console.log(line(c));
+// Every answer must be a 202, so perSec counts accepted events: all 202 over
+// the run's measured wall time.
+function load(target: Target, seconds: number, opts: LoadOptions & { body: string }, label: string): Promise<Result> {
+  return runLoad({ name: target.name, label, url: target.url, headers: target.headers, seconds, ...opts, onlyStatus: "202" });
 }
 
 // The file system holding the temporary databases, from /proc/self/mounts
@@ -490,13 +405,9 @@ function checkRuns(target: AgentplaneTarget): { line: string; problems: string[]
 }
 
 async function main(): Promise<void> {
-  const duration = positiveInt("BENCH_DURATION", 10);
-  const connections = positiveInt("BENCH_CONNECTIONS", 50);
-  // 1 (default): autocannon generates load from a worker thread, so the
-  // servers' event loop is not shared with the load generator.
-  const workers = nonNegativeInt("BENCH_WORKERS", 1);
+  const { duration, connections, workers } = loadSettingsFromEnv();
   const body = eventBody();
-  const loadOpts: LoadOptions = { connections, workers, body };
+  const loadOpts = { connections, workers, body };
 
   const targets: Target[] = [];
   try {
@@ -512,12 +423,10 @@ async function main(): Promise<void> {
     for (const t of targets) await preflight(t, body, agentplanes.includes(t as AgentplaneTarget));
     for (const t of targets) t.startCounting();
 
-    const cpuModel = cpus()[0]?.model.trim() ?? "unknown CPU";
     console.log(
       `agentplane webhook bench: POST ${WEBHOOK_PATH} (${Buffer.byteLength(body)} B event "${EVENT_TYPE}", ` +
         `${NON_MATCHING_TRIGGERS + 1} webhook triggers, 1 matching)\n` +
-        `node ${process.version}, ${availableParallelism()} CPUs (${cpuModel}); ` +
-        `${connections} connections, load generator on ${workers === 0 ? "the main thread" : `${workers} worker thread(s)`}\n` +
+        `${describeHost()}; ${describeLoad(loadOpts)}\n` +
         `SQLite files in ${tmpdir()} (${fileSystemOf(tmpdir())}), journal_mode WAL, synchronous FULL\n` +
         `no runtime: agentplane queues one run per event and does not execute it\n` +
         `${WARMUP_SECONDS} s warm-up per target, then ${duration} s runs in the order a, b, w0, w2, w2, w0, b, a\n`,
@@ -549,7 +458,7 @@ async function main(): Promise<void> {
 
     const summaries = new Map(targets.map((t) => [t, summarize(t.name, results.get(t)!)]));
     console.log("");
-    printTable([...summaries.values()]);
+    printLoadTable([...summaries.values()], { subject: "target", unit: "events/s" });
 
     const a = summaries.get(bare)!;
     const b = summaries.get(insert)!;
@@ -596,10 +505,4 @@ process.on("exit", () => {
 });
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => process.exit(130));
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    console.error(`\nbench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
-    process.exit(1);
-  },
-);
+runBench(main);
