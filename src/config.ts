@@ -12,6 +12,102 @@ export type AuthConfig =
   // The embedded issuer of `agentplane dev`; `serve` never selects it.
   | { mode: "dev"; audience: string; clockToleranceSeconds: number };
 
+export interface Config extends StoreConfig {
+  host: string;
+  port: number;
+  publicUrl: string;
+  secretKey?: string;
+  auth: AuthConfig;
+  // Unset: tenant control plane (Member rows). Set: the token claim of that
+  // name must equal the selected tenant slug.
+  tenantClaim?: string;
+  metricsToken?: string;
+  logLevel: string;
+  webhookMaxBytes: number;
+  webhookRatePerSecond: number;
+  webhookBurst: number;
+  workerConcurrency: number;
+  runLeaseMs: number;
+  runMaxAttempts: number;
+  // Issuers the platform MCP endpoint advertises (RFC 9728).
+  mcpAuthorizationServers: string[];
+  outbound: OutboundOptions;
+}
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+type Env = Record<string, string | undefined>;
+
+function str(env: Env, name: string): string | undefined {
+  const v = env[name]?.trim();
+  return v ? v : undefined;
+}
+
+function int(env: Env, name: string, fallback: number, problems: string[]): number {
+  const v = str(env, name);
+  if (v === undefined) return fallback;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) {
+    problems.push(`${name} must be a non-negative integer, got "${v}"`);
+    return fallback;
+  }
+  return n;
+}
+
+function required(env: Env, name: string, why: string, problems: string[]): string {
+  const v = str(env, name);
+  if (v === undefined) problems.push(`${name} is required ${why}`);
+  return v ?? "";
+}
+
+function parseAuth(env: Env, problems: string[]): AuthConfig {
+  const mode = str(env, "AGENTPLANE_AUTH_MODE");
+  const clockToleranceSeconds = int(env, "AGENTPLANE_JWT_CLOCK_TOLERANCE_SECONDS", 60, problems);
+  switch (mode) {
+    case "jwt":
+      return {
+        mode,
+        issuer: required(env, "AGENTPLANE_JWT_ISSUER", "with AGENTPLANE_AUTH_MODE=jwt", problems),
+        audience: required(env, "AGENTPLANE_JWT_AUDIENCE", "with AGENTPLANE_AUTH_MODE=jwt", problems),
+        jwksUrl: str(env, "AGENTPLANE_JWKS_URL"),
+        algorithms: (str(env, "AGENTPLANE_JWT_ALGORITHMS") ?? "RS256,ES256,PS256").split(",").map((a) => a.trim()),
+        clockToleranceSeconds,
+      };
+    case "introspection": {
+      const clientId = str(env, "AGENTPLANE_INTROSPECTION_CLIENT_ID");
+      const clientSecret = str(env, "AGENTPLANE_INTROSPECTION_CLIENT_SECRET");
+      if ((clientId === undefined) !== (clientSecret === undefined))
+        problems.push("AGENTPLANE_INTROSPECTION_CLIENT_ID and AGENTPLANE_INTROSPECTION_CLIENT_SECRET go together");
+      return {
+        mode,
+        url: required(env, "AGENTPLANE_INTROSPECTION_URL", "with AGENTPLANE_AUTH_MODE=introspection", problems),
+        clientId,
+        clientSecret,
+        bearer: str(env, "AGENTPLANE_INTROSPECTION_BEARER"),
+        audience: str(env, "AGENTPLANE_INTROSPECTION_AUDIENCE"),
+        cacheTtlSeconds: int(env, "AGENTPLANE_INTROSPECTION_CACHE_TTL_SECONDS", 60, problems),
+        timeoutMs: int(env, "AGENTPLANE_INTROSPECTION_TIMEOUT_MS", 5000, problems),
+      };
+    }
+    case undefined:
+      problems.push(
+        "AGENTPLANE_AUTH_MODE is required: set it to 'jwt' (with AGENTPLANE_JWT_ISSUER and AGENTPLANE_JWT_AUDIENCE) " +
+          "or 'introspection' (with AGENTPLANE_INTROSPECTION_URL). For local development run `agentplane dev` instead.",
+      );
+      return { mode: "dev", audience: "", clockToleranceSeconds };
+    default:
+      problems.push(`AGENTPLANE_AUTH_MODE must be 'jwt' or 'introspection', got "${mode}"`);
+      return { mode: "dev", audience: "", clockToleranceSeconds };
+  }
+}
+
+export interface LoadOptions {
+  // `agentplane dev`: embedded issuer, loopback, generated secret key.
+  dev?: boolean;
+}
+
 export interface StoreConfig {
   dataDir: string;
   sqlitePath: string;
