@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import Database from "better-sqlite3";
+import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 
 const exec = promisify(execFile);
 const CLI = join(process.cwd(), "dist/src/cli/main.js");
@@ -60,6 +61,8 @@ class DevProcess {
         AGENTPLANE_HOST: HOST,
         AGENTPLANE_RUN_LEASE_SECONDS: String(LEASE_SECONDS),
         AGENTPLANE_WORKER_CONCURRENCY: "1",
+        // The agent's tool runs on a customer MCP server on loopback.
+        AGENTPLANE_OUTBOUND_ALLOW: "127.0.0.0/8",
         // The load below is far above the default 100/s, burst 200 per source.
         AGENTPLANE_WEBHOOK_RATE_PER_SECOND: "1000000",
         AGENTPLANE_WEBHOOK_BURST: "1000000",
@@ -126,6 +129,8 @@ async function connect<T>(dev: DevProcess, token: string, method: string, body: 
   return JSON.parse(text) as T;
 }
 
+let customer: CustomerMcp;
+
 // An agent with a webhook trigger on order.*, and a source; returns its token.
 async function setUp(dev: DevProcess): Promise<string> {
   const { clientId, clientSecret } = await dev.ready();
@@ -136,7 +141,12 @@ async function setUp(dev: DevProcess): Promise<string> {
   });
   const { access_token: token } = (await tokenRes.json()) as { access_token: string };
   expect(token).toBeTruthy();
-  const { agent } = await connect<{ agent: { id: string } }>(dev, token, "CreateAgent", { agent: { name: "a" } });
+  // Each run calls a tool that takes 20 ms, so a run is leased for a while
+  // and a kill can land in the middle of one.
+  const { skill } = await connect<{ skill: { id: string } }>(dev, token, "CreateSkill", { skill: { name: "tools", mcpUrl: customer.url } });
+  const { agent } = await connect<{ agent: { id: string } }>(dev, token, "CreateAgent", {
+    agent: { name: "a", skillIds: [skill.id], steps: [{ skillId: skill.id, tool: "slow", arguments: '{"ms": 20}' }] },
+  });
   await connect(dev, token, "CreateTrigger", { trigger: { agentId: agent.id, webhook: { eventTypePattern: "order.*" } } });
   const { token: webhookToken } = await connect<{ token: string }>(dev, token, "CreateWebhookSource", { webhookSource: { name: "s" } });
   expect(webhookToken).toMatch(/^whk_/);
@@ -189,9 +199,10 @@ async function stopped(pid: number): Promise<void> {
 // A frozen writer may hold one commit that is in the WAL but not yet in the
 // WAL index: readers do not see it, recovery after the kill does. So a run
 // that looks running may have just finished. Not one that looks running
-// with no step yet: the no-op executor records a step (one commit) before it
-// finishes (another), and with one run at a time nothing else ends it. The
-// runs leased at the kill are read again once the process is gone.
+// with no step yet: its tool call takes 20 ms, the step is recorded (one
+// commit) before the run finishes (another), and with one run at a time
+// nothing else ends it. The runs leased at the kill are read again once the
+// process is gone.
 async function killWhileLeased(dev: DevProcess, timeoutMs: number): Promise<{ leased: string[]; looks: number }> {
   const deadline = Date.now() + timeoutMs;
   const pid = dev.child.pid!;
@@ -265,7 +276,11 @@ describe("crash recovery (agentplane dev, SIGKILL)", () => {
     return dir;
   };
 
+  beforeAll(async () => {
+    customer = await startOpenMcp();
+  });
   afterAll(async () => {
+    await customer?.close();
     for (const child of children) child.kill("SIGKILL");
     await sleep(100);
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
