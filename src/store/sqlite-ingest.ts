@@ -1,8 +1,6 @@
 import type Database from "better-sqlite3";
-import { sql } from "drizzle-orm";
 import { StoreUnavailableError } from "./errors.js";
-import { events, type TriggerRow, type WebhookSourceRow } from "./schema.js";
-import type { Db } from "./sqlite.js";
+import type { TriggerRow, WebhookSourceRow } from "./schema.js";
 import { run, toStoreError } from "./sqlite-errors.js";
 import { prepareRunInsert } from "./sqlite-queue.js";
 import type { IngestItem, IngestResult, WebhookStore } from "./store.js";
@@ -22,67 +20,123 @@ interface Pending {
   reject: (e: unknown) => void;
 }
 
-export function createSqliteWebhookStore(db: Db, raw: Database.Database, options: GroupCommitOptions): WebhookStore {
-  const insertEvent = db
-    .insert(events)
-    .values({
-      id: sql.placeholder("id"),
-      tenantId: sql.placeholder("tenantId"),
-      sourceId: sql.placeholder("sourceId"),
-      eventType: sql.placeholder("eventType"),
-      payload: sql.placeholder("payload"),
-      receiveTime: sql.placeholder("receiveTime"),
-      idempotencyKey: sql.placeholder("idempotencyKey"),
-      matchedTriggerIds: sql.placeholder("matchedTriggerIds"),
-      createTime: sql.placeholder("createTime"),
-      updateTime: sql.placeholder("updateTime"),
-    })
-    .onConflictDoNothing()
-    .returning({ id: events.id })
-    .prepare();
-  // The two lookups of every webhook request, prepared once.
-  const sourceByDigest = raw.prepare<{ digest: string; now: number }, WebhookSourceRow>(
-    `select id, tenant_id as tenantId, name, enabled, token_digest as tokenDigest,
-       previous_token_digest as previousTokenDigest, previous_token_expire_time as previousTokenExpireTime,
-       create_time as createTime, update_time as updateTime
-     from webhook_sources
-     where token_digest = @digest
-        or (previous_token_digest = @digest and previous_token_expire_time > @now)`,
+// Thrown out of the whole-batch transaction when one item failed, so that
+// flush() tells an item's failure (retry item by item) from a failed commit.
+class ItemFailed {
+  constructor(readonly error: unknown) {}
+}
+
+export function createSqliteWebhookStore(raw: Database.Database, options: GroupCommitOptions): WebhookStore {
+  // Every statement of the hot path is prepared once. Rows come back as arrays
+  // (better-sqlite3 builds an array faster than an object with named keys)
+  // and are turned into the Drizzle row shape here, keys in schema order.
+  const insertEvent = raw.prepare<
+    [string, string, string, string, string, number, string | null, string, number, number]
+  >(
+    `insert into events (id, tenant_id, source_id, event_type, payload, receive_time, idempotency_key, matched_trigger_ids,
+       create_time, update_time)
+     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict do nothing`,
   );
-  const candidates = raw.prepare<{ tenantId: string; sourceId: string }, TriggerRow>(
-    `select t.id, t.tenant_id as tenantId, t.agent_id as agentId, t.enabled, t.kind, t.source_id as sourceId,
-       t.event_type_pattern as eventTypePattern, t.filter, t.cron, t.timezone,
-       t.create_time as createTime, t.update_time as updateTime
-     from triggers t join agents a on a.id = t.agent_id
-     where t.tenant_id = @tenantId and t.kind = 'webhook' and (t.source_id = @sourceId or t.source_id is null)
-       and t.enabled = 1 and a.enabled = 1`,
-  );
+  // The two lookups of every webhook request.
+  const sourceByDigest = raw
+    .prepare<[string, string, number], unknown[]>(
+      `select id, tenant_id, name, enabled, token_digest, previous_token_digest, previous_token_expire_time,
+         create_time, update_time
+       from webhook_sources
+       where token_digest = ?
+          or (previous_token_digest = ? and previous_token_expire_time > ?)`,
+    )
+    .raw(true);
+  // Columns the where clause pins are not read back (every value costs):
+  // tenant_id and kind equal the bound text (binary collation), enabled is 1,
+  // and source_id is either the bound source or null.
+  const candidates = raw
+    .prepare<[string, string], unknown[]>(
+      `select t.id, t.agent_id, t.source_id is null, t.event_type_pattern, t.filter, t.cron, t.timezone, t.create_time,
+         t.update_time
+       from triggers t join agents a on a.id = t.agent_id
+       where t.tenant_id = ? and t.kind = 'webhook' and (t.source_id = ? or t.source_id is null)
+         and t.enabled = 1 and a.enabled = 1`,
+    )
+    .raw(true);
   const existingByKey = raw.prepare<[string, string], { id: string; receive_time: number }>(
     "select id, receive_time from events where source_id = ? and idempotency_key = ?",
   );
   const forgetKey = raw.prepare<[string]>("update events set idempotency_key = null where id = ?");
   const insertRun = prepareRunInsert(raw);
 
+  const sourceRow = (v: unknown[]): WebhookSourceRow => ({
+    id: v[0] as string,
+    tenantId: v[1] as string,
+    name: v[2] as string,
+    enabled: Boolean(v[3]),
+    tokenDigest: v[4] as string,
+    previousTokenDigest: v[5] as string | null,
+    previousTokenExpireTime: v[6] as number | null,
+    createTime: v[7] as number,
+    updateTime: v[8] as number,
+  });
+  const triggerRow = (tenantId: string, sourceId: string, v: unknown[]): TriggerRow => ({
+    id: v[0] as string,
+    tenantId,
+    agentId: v[1] as string,
+    enabled: true,
+    kind: "webhook",
+    sourceId: v[2] ? null : sourceId,
+    eventTypePattern: v[3] as string | null,
+    filter: v[4] as string | null,
+    cron: v[5] as string | null,
+    timezone: v[6] as string | null,
+    createTime: v[7] as number,
+    updateTime: v[8] as number,
+  });
+
+  // False when the insert hit a uniqueness conflict and stored nothing. The
+  // JSON columns are encoded once, as Drizzle's json mode does.
+  const insertEventRow = (e: IngestItem["event"]): boolean =>
+    insertEvent.run(
+      e.id,
+      e.tenantId,
+      e.sourceId,
+      e.eventType,
+      JSON.stringify(e.payload),
+      e.receiveTime,
+      e.idempotencyKey ?? null,
+      JSON.stringify(e.matchedTriggerIds),
+      e.createTime,
+      e.updateTime,
+    ).changes === 1;
+
   // Insert first; the unique index on (source, key) decides, so concurrent
   // posts of one key store one event. A key older than the window is released.
   function ingestOne({ item, windowMs }: Pending): IngestResult {
     const e = item.event;
-    // Drizzle encodes the JSON columns itself.
-    const params = { ...e, idempotencyKey: e.idempotencyKey ?? null };
-    if (insertEvent.get(params as never) === undefined) { // placeholders are typed loosely by drizzle
+    if (!insertEventRow(e)) {
       const existing = existingByKey.get(e.sourceId, e.idempotencyKey!);
       if (!existing) throw new Error("event insert conflicted on a key that does not exist");
       if (existing.receive_time > e.receiveTime - windowMs) return { duplicate: true, eventId: existing.id };
       forgetKey.run(existing.id);
-      if (insertEvent.get(params as never) === undefined) throw new Error("event insert conflicted twice"); // as above
+      if (!insertEventRow(e)) throw new Error("event insert conflicted twice");
     }
     for (const r of item.runs) insertRun.run(r);
     return { duplicate: false, eventId: e.id };
   }
 
+  // The common case: the whole batch in one transaction, no savepoints. An
+  // item that throws rolls the whole transaction back (nothing of the batch is
+  // stored) and the batch is committed again by commitEach.
+  const commitAll = raw.transaction((batch: Pending[]) =>
+    batch.map((p) => {
+      try {
+        return ingestOne(p);
+      } catch (error) {
+        throw new ItemFailed(error);
+      }
+    }),
+  );
   // Each item in its own savepoint: one bad item fails alone, the batch commits.
   const ingestItem = raw.transaction((p: Pending) => ingestOne(p));
-  const commitBatch = raw.transaction((batch: Pending[]) =>
+  const commitEach = raw.transaction((batch: Pending[]) =>
     batch.map((p): { ok: true; result: IngestResult } | { ok: false; error: unknown } => {
       try {
         return { ok: true, result: ingestItem(p) };
@@ -100,16 +154,26 @@ export function createSqliteWebhookStore(db: Db, raw: Database.Database, options
     const batch = queue.splice(0, options.maxBatch);
     if (queue.length) schedule();
     if (!batch.length) return;
-    let outcomes: ReturnType<typeof commitBatch>;
     try {
-      outcomes = commitBatch(batch);
+      const results = commitAll(batch);
+      batch.forEach((p, i) => p.resolve(results[i]!));
+      return;
     } catch (err) {
       // The whole transaction rolled back: nothing of the batch was stored.
-      const error = new StoreUnavailableError(`ingest commit failed: ${(err as Error).message}`);
-      for (const p of batch) p.reject(error);
-      return;
+      if (!(err instanceof ItemFailed)) return failBatch(batch, err);
+    }
+    let outcomes: ReturnType<typeof commitEach>;
+    try {
+      outcomes = commitEach(batch);
+    } catch (err) {
+      return failBatch(batch, err);
     }
     outcomes.forEach((o, i) => (o.ok ? batch[i]!.resolve(o.result) : batch[i]!.reject(toStoreError(o.error))));
+  }
+
+  function failBatch(batch: Pending[], err: unknown) {
+    const error = new StoreUnavailableError(`ingest commit failed: ${(err as Error).message}`);
+    for (const p of batch) p.reject(error);
   }
 
   function schedule() {
@@ -122,11 +186,11 @@ export function createSqliteWebhookStore(db: Db, raw: Database.Database, options
   return {
     findSourceByTokenDigest: (digest, now) =>
       run(() => {
-        const row = sourceByDigest.get({ digest, now });
-        return row && { ...row, enabled: Boolean(row.enabled) };
+        const values = sourceByDigest.get(digest, digest, now);
+        return values && sourceRow(values);
       }),
     matchCandidates: (tenantId, sourceId) =>
-      run(() => candidates.all({ tenantId, sourceId }).map((t) => ({ ...t, enabled: Boolean(t.enabled) }))),
+      run(() => candidates.all(tenantId, sourceId).map((v) => triggerRow(tenantId, sourceId, v))),
     ingest: (item, idempotencyWindowMs) =>
       new Promise<IngestResult>((resolve, reject) => {
         queue.push({ item, windowMs: idempotencyWindowMs, resolve, reject });

@@ -1,4 +1,5 @@
-import { and, desc, eq, gte, lt, or, type SQL } from "drizzle-orm";
+import type Database from "better-sqlite3";
+import { Column, and, eq, getTableColumns, getTableName } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { run } from "./sqlite-errors.js";
 import { createSqliteWebhookStore, type GroupCommitOptions } from "./sqlite-ingest.js";
@@ -6,46 +7,125 @@ import { createSqliteRunQueue } from "./sqlite-queue.js";
 import { createSqliteScheduleStore } from "./sqlite-schedules.js";
 import * as schema from "./schema.js";
 import { migrateSqlite, openSqlite, type Db, type SqliteOptions } from "./sqlite.js";
-import type { EventQuery, ListQuery, Store, TenantRepo } from "./store.js";
+import type { EventQuery, Store, TenantRepo } from "./store.js";
 
 interface TenantScopedTable extends SQLiteTable {
   id: SQLiteColumn;
   tenantId: SQLiteColumn;
 }
 
-function equalities(table: SQLiteTable, where: object | undefined): SQL[] {
-  const conds: SQL[] = [];
-  for (const [key, value] of Object.entries(where ?? {})) {
-    if (value === undefined) continue;
-    const column = (table as unknown as Record<string, SQLiteColumn>)[key];
-    if (!column) throw new Error(`unknown filter column ${key}`);
-    conds.push(eq(column, value));
-  }
-  return conds;
+const quote = (name: string) => `"${name.replace(/"/g, '""')}"`;
+
+// Reads go through statements prepared once (on first use) instead of a
+// Drizzle query built and compiled per call. Rows come back as arrays and are
+// decoded per column exactly as Drizzle's select does (null stays null,
+// anything else through the column's mapFromDriverValue: JSON.parse for json
+// columns, `=== 1` for booleans), into the same keys in the same order.
+interface TableReader<Row> {
+  table: string;
+  // The select list, every column of the table in schema order.
+  columns: string;
+  column(key: string): SQLiteColumn | undefined;
+  decode(values: unknown[]): Row;
+  prepare(sql: string): Database.Statement<unknown[], unknown[]>;
 }
 
-function tenantRepo<T extends TenantScopedTable, Row, Insert>(db: Db, table: T, extra: (q: never) => SQL[] = () => []) {
-  const listConds = (tenantId: string, query: ListQuery<Row>): SQL[] => [
-    eq(table.tenantId, tenantId),
-    ...(query.beforeId ? [lt(table.id, query.beforeId)] : []),
-    ...equalities(table, query.where),
-    ...extra(query as never),
-  ];
+function tableReader<Row>(raw: Database.Database, table: SQLiteTable): TableReader<Row> {
+  const entries = Object.entries(getTableColumns(table)) as [string, SQLiteColumn][];
+  const keys = entries.map(([key]) => key);
+  const decoders = entries.map(([, column]) =>
+    column.mapFromDriverValue === Column.prototype.mapFromDriverValue ? undefined : (v: unknown) => column.mapFromDriverValue(v),
+  );
+  const byKey = new Map(entries);
+  const name = quote(getTableName(table));
+  return {
+    table: name,
+    columns: entries.map(([, column]) => `${name}.${quote(column.name)}`).join(", "),
+    column: (key) => byKey.get(key),
+    decode(values) {
+      const row: Record<string, unknown> = {};
+      for (let i = 0; i < keys.length; i++) {
+        const v = values[i];
+        const decoder = decoders[i];
+        row[keys[i]!] = v === null ? null : decoder ? decoder(v) : v;
+      }
+      return row as Row;
+    },
+    prepare: (sql) => raw.prepare<unknown[], unknown[]>(sql).raw(true),
+  };
+}
+
+// A statement prepared on first use, so a store opened on a database that is
+// not migrated yet fails per call, as a Drizzle query would, not at creation.
+function lazy<S>(prepare: () => S): () => S {
+  let stmt: S | undefined;
+  return () => (stmt ??= prepare());
+}
+
+// How a parameter binds: what Drizzle's eq/lt/gte do with a value for a column.
+const encode = (column: SQLiteColumn, value: unknown): unknown => (value === null ? null : column.mapToDriverValue(value));
+
+// Range conditions a list accepts besides the equality filters, e.g. the
+// receive-time window of events: `query[key] op column`.
+interface ExtraCondition {
+  key: string;
+  column: SQLiteColumn;
+  op: ">=" | "<";
+}
+
+const MAX_LIST_SHAPES = 256;
+
+function tenantRepo<T extends TenantScopedTable, Row, Insert>(
+  db: Db,
+  raw: Database.Database,
+  table: T,
+  extra: ExtraCondition[] = [],
+) {
+  const reader = tableReader<Row>(raw, table);
+  const col = (c: SQLiteColumn) => `${reader.table}.${quote(c.name)}`;
+  const select = `select ${reader.columns} from ${reader.table}`;
+  const getStmt = lazy(() => reader.prepare(`${select} where ${col(table.tenantId)} = ? and ${col(table.id)} = ?`));
+  // One statement per combination of conditions present (the filter keys a
+  // service passes are fixed in code, so there are few).
+  const listStmts = new Map<string, Database.Statement<unknown[], unknown[]>>();
   const byId = (tenantId: string, id: string) => and(eq(table.tenantId, tenantId), eq(table.id, id));
   const repo: TenantRepo<Row, Insert> = {
     list: (tenantId, query) =>
-      run(
-        () =>
-          db
-            .select()
-            .from(table as SQLiteTable)
-            .where(and(...listConds(tenantId, query)))
-            .orderBy(desc(table.id))
-            .limit(query.limit)
-            .all() as Row[],
-      ),
+      run(() => {
+        const conds = [`${col(table.tenantId)} = ?`];
+        const params: unknown[] = [tenantId];
+        if (query.beforeId) {
+          conds.push(`${col(table.id)} < ?`);
+          params.push(query.beforeId);
+        }
+        for (const [key, value] of Object.entries(query.where ?? {})) {
+          if (value === undefined) continue;
+          const column = reader.column(key);
+          if (!column) throw new Error(`unknown filter column ${key}`);
+          conds.push(`${col(column)} = ?`);
+          params.push(encode(column, value));
+        }
+        for (const { key, column, op } of extra) {
+          const value = (query as unknown as Record<string, unknown>)[key];
+          if (value === undefined) continue;
+          conds.push(`${col(column)} ${op} ?`);
+          params.push(encode(column, value));
+        }
+        params.push(query.limit);
+        const sql = `${select} where ${conds.join(" and ")} order by ${col(table.id)} desc limit ?`;
+        let stmt = listStmts.get(sql);
+        if (!stmt) {
+          if (listStmts.size >= MAX_LIST_SHAPES) listStmts.clear();
+          stmt = reader.prepare(sql);
+          listStmts.set(sql, stmt);
+        }
+        return stmt.all(params).map(reader.decode);
+      }),
     get: (tenantId, id) =>
-      run(() => db.select().from(table as SQLiteTable).where(byId(tenantId, id)).get() as Row | undefined),
+      run(() => {
+        const values = getStmt().get(tenantId, id);
+        return values && reader.decode(values);
+      }),
     insert: (row) => run(() => db.insert(table).values(row as T["$inferInsert"]).returning().get() as Row),
     update: (tenantId, id, patch) =>
       run(
@@ -59,7 +139,7 @@ function tenantRepo<T extends TenantScopedTable, Row, Insert>(db: Db, table: T, 
       ),
     delete: (tenantId, id) => run(() => db.delete(table).where(byId(tenantId, id)).run().changes > 0),
   };
-  return repo;
+  return { repo, reader, col };
 }
 
 export interface SqliteStoreOptions extends SqliteOptions {
@@ -73,63 +153,75 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
   const { tenants, members, agents, skills, triggers, webhookSources, events, runs } = schema;
   const ping = raw.prepare("select 1");
 
+  const tenantReader = tableReader<schema.TenantRow>(raw, tenants);
+  const tenantCol = (c: SQLiteColumn) => `${tenantReader.table}.${quote(c.name)}`;
+  const tenantSelect = `select ${tenantReader.columns} from ${tenantReader.table}`;
+  const tenantByIdOrSlug = lazy(() =>
+    tenantReader.prepare(`${tenantSelect} where (${tenantCol(tenants.id)} = ? or ${tenantCol(tenants.slug)} = ?)`),
+  );
+  const tenantOrder = `order by ${tenantCol(tenants.id)} desc limit ?`;
+  const tenantPage = lazy(() => tenantReader.prepare(`${tenantSelect} ${tenantOrder}`));
+  const tenantPageBefore = lazy(() => tenantReader.prepare(`${tenantSelect} where ${tenantCol(tenants.id)} < ? ${tenantOrder}`));
+
+  const memberRepo = tenantRepo<typeof members, schema.MemberRow, typeof members.$inferInsert>(db, raw, members);
+  const memberBySubject = lazy(() =>
+    memberRepo.reader.prepare(
+      `select ${memberRepo.reader.columns} from ${memberRepo.reader.table}
+       where ${memberRepo.col(members.tenantId)} = ? and ${memberRepo.col(members.subject)} = ?`,
+    ),
+  );
+  const runRepo = tenantRepo<typeof runs, schema.RunRow, typeof runs.$inferInsert>(db, raw, runs);
+  const runIdsForEvent = lazy(() =>
+    raw
+      .prepare<[string, string], string>(
+        `select ${runRepo.col(runs.id)} from ${runRepo.reader.table}
+         where ${runRepo.col(runs.tenantId)} = ? and ${runRepo.col(runs.eventId)} = ? order by ${runRepo.col(runs.id)} desc`,
+      )
+      .pluck(true),
+  );
+
   return {
     db,
     tenants: {
       insert: (row) => run(() => db.insert(tenants).values(row).returning().get()),
       get: (idOrSlug) =>
-        run(() =>
-          db
-            .select()
-            .from(tenants)
-            .where(or(eq(tenants.id, idOrSlug), eq(tenants.slug, idOrSlug)))
-            .get(),
-        ),
+        run(() => {
+          const values = tenantByIdOrSlug().get(idOrSlug, idOrSlug);
+          return values && tenantReader.decode(values);
+        }),
       list: (query) =>
         run(() =>
-          db
-            .select()
-            .from(tenants)
-            .where(query.beforeId ? lt(tenants.id, query.beforeId) : undefined)
-            .orderBy(desc(tenants.id))
-            .limit(query.limit)
-            .all(),
+          (query.beforeId ? tenantPageBefore().all(query.beforeId, query.limit) : tenantPage().all(query.limit)).map(
+            tenantReader.decode,
+          ),
         ),
       update: (id, patch) => run(() => db.update(tenants).set(patch).where(eq(tenants.id, id)).returning().get()),
     },
     members: {
-      ...tenantRepo<typeof members, schema.MemberRow, typeof members.$inferInsert>(db, members),
+      ...memberRepo.repo,
       findBySubject: (tenantId, subject) =>
-        run(() =>
-          db
-            .select()
-            .from(members)
-            .where(and(eq(members.tenantId, tenantId), eq(members.subject, subject)))
-            .get(),
-        ),
+        run(() => {
+          const values = memberBySubject().get(tenantId, subject);
+          return values && memberRepo.reader.decode(values);
+        }),
     },
-    agents: tenantRepo(db, agents),
-    skills: tenantRepo(db, skills),
-    triggers: tenantRepo(db, triggers),
-    webhookSources: tenantRepo(db, webhookSources),
-    events: tenantRepo<typeof events, schema.EventRow, typeof events.$inferInsert>(db, events, (q: EventQuery) => [
-      ...(q.receivedAfter !== undefined ? [gte(events.receiveTime, q.receivedAfter)] : []),
-      ...(q.receivedBefore !== undefined ? [lt(events.receiveTime, q.receivedBefore)] : []),
-    ]),
+    agents: tenantRepo<typeof agents, schema.AgentRow, typeof agents.$inferInsert>(db, raw, agents).repo,
+    skills: tenantRepo<typeof skills, schema.SkillRow, typeof skills.$inferInsert>(db, raw, skills).repo,
+    triggers: tenantRepo<typeof triggers, schema.TriggerRow, typeof triggers.$inferInsert>(db, raw, triggers).repo,
+    webhookSources: tenantRepo<typeof webhookSources, schema.WebhookSourceRow, typeof webhookSources.$inferInsert>(
+      db,
+      raw,
+      webhookSources,
+    ).repo,
+    events: tenantRepo<typeof events, schema.EventRow, typeof events.$inferInsert>(db, raw, events, [
+      { key: "receivedAfter" satisfies keyof EventQuery, column: events.receiveTime, op: ">=" },
+      { key: "receivedBefore" satisfies keyof EventQuery, column: events.receiveTime, op: "<" },
+    ]).repo,
     runs: {
-      ...tenantRepo<typeof runs, schema.RunRow, typeof runs.$inferInsert>(db, runs),
-      idsForEvent: (tenantId, eventId) =>
-        run(() =>
-          db
-            .select({ id: runs.id })
-            .from(runs)
-            .where(and(eq(runs.tenantId, tenantId), eq(runs.eventId, eventId)))
-            .orderBy(desc(runs.id))
-            .all()
-            .map((r) => r.id),
-        ),
+      ...runRepo.repo,
+      idsForEvent: (tenantId, eventId) => run(() => runIdsForEvent().all(tenantId, eventId)),
     },
-    webhooks: createSqliteWebhookStore(db, raw, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }),
+    webhooks: createSqliteWebhookStore(raw, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }),
     queue: createSqliteRunQueue(raw),
     schedules: createSqliteScheduleStore(raw),
     ping: () => run(() => void ping.get()),
