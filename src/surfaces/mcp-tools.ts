@@ -1,6 +1,6 @@
 // MCP tools derived from the PlatformService descriptor: one tool per method,
 // its input schema generated from the request message. Nothing is listed by hand.
-import type { DescField, DescMessage, DescMethod, DescService } from "@bufbuild/protobuf";
+import type { DescEnum, DescField, DescMessage, DescMethod, DescService } from "@bufbuild/protobuf";
 import { ScalarType } from "@bufbuild/protobuf";
 import { ruleOf } from "../service/access.js";
 
@@ -70,34 +70,23 @@ function messageSchema(message: DescMessage, seen: Set<string>): JsonSchema {
   };
 }
 
+const enumSchema = (e: DescEnum): JsonSchema => ({ type: "string", enum: e.values.map((v) => v.name) });
+
+// One value of a field: the field itself, a list element or a map value.
+function valueSchema(kind: "scalar" | "enum" | "message", field: { scalar?: ScalarType; enum?: DescEnum; message?: DescMessage }, seen: Set<string>): JsonSchema {
+  if (kind === "enum") return enumSchema(field.enum!);
+  if (kind === "message") return messageSchema(field.message!, seen);
+  return scalarSchema(field.scalar!);
+}
+
 function fieldSchema(field: DescField, seen: Set<string>): JsonSchema {
   switch (field.fieldKind) {
-    case "scalar":
-      return scalarSchema(field.scalar);
-    case "enum":
-      return { type: "string", enum: field.enum.values.map((v) => v.name) };
-    case "message":
-      return messageSchema(field.message, seen);
     case "list":
-      return {
-        type: "array",
-        items:
-          field.listKind === "scalar"
-            ? scalarSchema(field.scalar)
-            : field.listKind === "enum"
-              ? { type: "string", enum: field.enum.values.map((v) => v.name) }
-              : messageSchema(field.message, seen),
-      };
+      return { type: "array", items: valueSchema(field.listKind, field, seen) };
     case "map":
-      return {
-        type: "object",
-        additionalProperties:
-          field.mapKind === "scalar"
-            ? scalarSchema(field.scalar)
-            : field.mapKind === "enum"
-              ? { type: "string", enum: field.enum.values.map((v) => v.name) }
-              : messageSchema(field.message, seen),
-      };
+      return { type: "object", additionalProperties: valueSchema(field.mapKind, field, seen) };
+    default:
+      return valueSchema(field.fieldKind, field, seen);
   }
 }
 
