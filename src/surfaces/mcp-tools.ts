@@ -2,7 +2,8 @@
 // its input schema generated from the request message. Nothing is listed by hand.
 import type { DescEnum, DescField, DescMessage, DescMethod, DescService } from "@bufbuild/protobuf";
 import { ScalarType } from "@bufbuild/protobuf";
-import { ruleOf } from "../service/access.js";
+import { Access } from "../../gen/platform/v1/options_pb.js";
+import { requiredScopes, ruleOf } from "../service/access.js";
 
 export interface JsonSchema {
   [key: string]: unknown;
@@ -101,7 +102,12 @@ function requiredFields(method: DescMethod): string[] {
 
 export function derivePlatformTools(service: DescService): PlatformTool[] {
   return service.methods.map((method) => {
-    const { write } = ruleOf(method);
+    const rule = ruleOf(method);
+    const { write } = rule;
+    // Said from the same rule the access check applies.
+    const role = !write || rule.access === Access.PLATFORM_ADMIN ? "" : " and the tenant admin role";
+    const bypass = rule.access === Access.TENANT_OR_PLATFORM_ADMIN ? ", or platform:admin" : "";
+    const needs = `Needs ${requiredScopes("mcp", rule).join(" or ")}${role}${bypass}.`;
     const name = snake(method.name);
     const schema = messageSchema(method.input, new Set()) as { properties: Record<string, JsonSchema> };
     const required = requiredFields(method);
@@ -112,7 +118,7 @@ export function derivePlatformTools(service: DescService): PlatformTool[] {
       definition: {
         name,
         title,
-        description: `${title} (platform.v1.PlatformService/${method.name}). ${write ? "Changes data; needs the write scope and the tenant admin role." : "Read-only."}`,
+        description: `${title} (platform.v1.PlatformService/${method.name}). ${write ? "Changes data." : "Read-only."} ${needs}`,
         inputSchema: { type: "object", properties: schema.properties, ...(required.length ? { required } : {}), additionalProperties: false },
         annotations: {
           title,
