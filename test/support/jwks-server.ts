@@ -3,6 +3,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { JWK } from "jose";
+import { listenOnLoopback } from "./listen.js";
 
 export interface JwksServer {
   /** URL of the key set, e.g. http://127.0.0.1:PORT/jwks */
@@ -32,14 +33,7 @@ export async function startJwksServer(keys: JWK[] = []): Promise<JwksServer> {
     }
     res.writeHead(200, { "content-type": "application/jwk-set+json" }).end(JSON.stringify({ keys: served }));
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOnLoopback(server);
   return {
     url: `http://127.0.0.1:${port}/jwks`,
     setKeys: (next) => {

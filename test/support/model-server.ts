@@ -12,7 +12,7 @@
 // are answered with an OpenAI-style 4xx error and are neither recorded nor
 // given a script entry.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { listenOnLoopback } from "./listen.js";
 
 /** Token counts reported in `usage`; omitted fields are estimated (about 4 characters per token). */
 export interface ScriptedUsage {
@@ -228,14 +228,7 @@ export async function startModelServer(script: ModelScript): Promise<ModelServer
       }
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOnLoopback(server);
   return {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     requests: () => [...received],

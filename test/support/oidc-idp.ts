@@ -30,9 +30,9 @@ import {
   type Server,
   type ServerResponse,
 } from "node:http";
-import type { AddressInfo } from "node:net";
 
 import { exportJWK, generateKeyPair, type JWK } from "jose";
+import { listenOnLoopback } from "./listen.js";
 
 export interface IdpClient {
   clientId: string;
@@ -204,14 +204,7 @@ export async function startIdp(opts: StartIdpOptions): Promise<TestIdp> {
   const INTROSPECTION_PATH = "/token/introspection";
 
   const server: Server = createServer();
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOnLoopback(server);
   // Plain http on loopback is accepted by oidc-provider as an issuer (it only
   // warns about https issuers reached without TLS / x-forwarded-proto).
   const issuer = `http://127.0.0.1:${port}`;
