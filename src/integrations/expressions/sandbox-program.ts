@@ -1,0 +1,104 @@
+import { createRequire } from "node:module";
+import type jsonataType from "jsonata";
+import { linearRegExpClass } from "./linear-regex.js";
+
+// What a sandbox worker is asked and answers. A job is one input and the
+// expressions to run on it (an event and its candidate filters, or one step's
+// arguments), from index `from` on.
+export interface SandboxJob {
+  id: number;
+  mode: "filter" | "value";
+  expressions: string[];
+  from: number;
+  input: unknown;
+  budgetMs: number;
+}
+
+// Why an expression produced no value: `timeout` (its wall-clock budget),
+// `depth` (nesting or recursion), `memory` (the worker's heap), `limit`
+// (sequence size), `error` (anything the expression itself got wrong).
+export type OverrunKind = "timeout" | "depth" | "memory" | "limit";
+export type Outcome = { ok: true; value: unknown } | { ok: false; kind: OverrunKind | "error"; message: string };
+
+export interface SandboxAnswer {
+  id: number;
+  index: number;
+  outcome: Outcome;
+}
+
+export interface SandboxWorkerData {
+  maxDepth: number;
+  maxSequence: number;
+}
+
+// The sandbox process's side of its IPC channel.
+export interface SandboxChannel {
+  onJob(handle: (job: SandboxJob) => void): void;
+  answer(answer: SandboxAnswer): void;
+}
+
+// Runs in the sandbox process. It is shipped as source text (below), so it
+// closes over nothing: everything it uses arrives as a parameter.
+export function serveExpressions(
+  channel: SandboxChannel,
+  data: SandboxWorkerData,
+  jsonata: typeof jsonataType,
+  RegexEngine: new (literal: RegExp) => unknown,
+): void {
+  type Compiled = { expression: ReturnType<typeof jsonataType>; options: { timeout: number } };
+  const compiled = new Map<string, Compiled>();
+  const classify = (err: unknown): Outcome => {
+    const e = err as { code?: string; message?: string };
+    const message = String(e?.message ?? err).slice(0, 300);
+    if (e?.code === "D1012") return { ok: false, kind: "timeout", message };
+    if (e?.code === "D1011" || err instanceof RangeError) return { ok: false, kind: "depth", message };
+    if (e?.code === "D2014" || e?.code === "D2015") return { ok: false, kind: "limit", message };
+    return { ok: false, kind: "error", message };
+  };
+  const compile = (source: string): Compiled => {
+    let entry = compiled.get(source);
+    if (!entry) {
+      const options = { timeout: 0, stack: data.maxDepth, sequence: data.maxSequence, RegexEngine };
+      entry = { expression: jsonata(source, options as Parameters<typeof jsonataType>[1]), options }; // the options typings predate timeout/stack/sequence
+      if (compiled.size >= 1000) compiled.clear();
+      compiled.set(source, entry);
+    }
+    return entry;
+  };
+  channel.onJob(async (job) => {
+    for (let index = job.from; index < job.expressions.length; index++) {
+      let outcome: Outcome;
+      try {
+        const { expression, options } = compile(job.expressions[index]!);
+        options.timeout = job.budgetMs;
+        const value: unknown = await expression.evaluate(job.input);
+        // Only plain JSON leaves the sandbox (no functions, no sequences' extra properties).
+        outcome = { ok: true, value: job.mode === "filter" ? value === true : value === undefined ? undefined : JSON.parse(JSON.stringify(value)) };
+      } catch (err) {
+        outcome = classify(err);
+      }
+      channel.answer({ id: job.id, index, outcome });
+    }
+  });
+}
+
+// The sandbox process's program: the two functions above and below as
+// source, with jsonata and re2js loaded by the paths this process resolved.
+// Source text rather than a module path, so the same code runs compiled
+// (dist/) and from TypeScript under the test runner. Both compilers target
+// ES2022, so the text needs no helpers of theirs.
+export function sandboxProgram(data: SandboxWorkerData): string {
+  const require = createRequire(import.meta.url);
+  // `__name`: esbuild-based runners (tsx) wrap functions in it to keep names.
+  return `
+    var __name = (fn) => fn;
+    const jsonata = require(${JSON.stringify(require.resolve("jsonata"))});
+    const { RE2JS } = require(${JSON.stringify(require.resolve("re2js"))});
+    const linearRegExpClass = ${linearRegExpClass.toString()};
+    // Orphaned (the service died): stop too.
+    process.on("disconnect", () => process.exit(0));
+    const channel = { onJob: (handle) => process.on("message", handle), answer: (a) => process.send(a) };
+    (${serveExpressions.toString()})(channel, ${JSON.stringify(data)}, jsonata, linearRegExpClass(RE2JS));
+    process.send({ ready: true });
+  `;
+}
