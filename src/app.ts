@@ -21,6 +21,10 @@ import { Scheduler } from "./runtime/scheduler.js";
 import { Worker } from "./runtime/worker.js";
 import { createAgentExecutor } from "./runtime/agent-executor.js";
 import { createToolCaller } from "./runtime/tool-calls.js";
+import { ExpressionSandbox, type SandboxOptions } from "./integrations/expressions/sandbox.js";
+import type { FilterPolicy } from "./service/event-matching.js";
+
+export const DEFAULT_STEP_BUDGET_MS = 1000;
 
 export interface RuntimeOptions {
   // Default: the agent runtime (tool calls on skills, model loops).
@@ -45,6 +49,14 @@ export interface AppOptions {
   runtime?: RuntimeOptions;
   mcp?: { publicUrl: string; authorizationServers: string[] };
   outbound?: OutboundOptions;
+  expressions?: ExpressionOptions;
+}
+
+// Where and how tenant-authored JSONata runs (trigger filters, step arguments).
+export interface ExpressionOptions {
+  sandbox?: Partial<Omit<SandboxOptions, "onOverrun">>;
+  filter?: Partial<FilterPolicy>;
+  stepBudgetMs?: number;
 }
 
 export interface App {
@@ -72,6 +84,13 @@ export async function buildApp(options: AppOptions): Promise<App> {
   });
   const log = options.logger;
   const skills = createSkillPool(options.outbound);
+  const metrics = createMetrics();
+  const sandbox = new ExpressionSandbox({
+    ...options.expressions?.sandbox,
+    onOverrun: (mode, reason) => metrics.expressionOverruns.inc({ use: mode === "filter" ? "filter" : "step", reason }),
+  });
+  // One warning per trigger per minute, not one per event.
+  const warned = new Map<string, number>();
   let worker: Worker | undefined;
   let scheduler: Scheduler | undefined;
   const platform = createPlatform({
@@ -80,17 +99,32 @@ export async function buildApp(options: AppOptions): Promise<App> {
     webhookRate: options.webhook && { perSecond: options.webhook.ratePerSecond, burst: options.webhook.burst },
     onRunsQueued: () => worker?.wake(),
     onRunCancelled: (id) => worker?.cancel(id),
-    onFilterError: (triggerId, err) => log.warn({ triggerId, err }, "trigger filter failed on an event; treated as no match"),
+    sandbox,
+    filterPolicy: options.expressions?.filter,
+    onFilterFailure: (trigger, reason, message) => {
+      metrics.filterFailures.inc({ reason });
+      const now = Date.now();
+      if (reason === "suspended" || (warned.get(trigger.id) ?? 0) > now - 60_000) return;
+      if (warned.size > 10_000) warned.clear();
+      warned.set(trigger.id, now);
+      log.warn({ tenant: trigger.tenantId, trigger: trigger.id, reason, error: message }, "trigger filter failed; the event does not match it");
+    },
   });
   if (options.runtime) {
     const { concurrency, leaseMs, maxAttempts } = options.runtime;
     const executor =
       options.runtime.executor ??
-      createAgentExecutor({ store: options.store, secrets: options.secrets, tools: createToolCaller(skills, options.secrets), log });
+      createAgentExecutor({
+        store: options.store,
+        secrets: options.secrets,
+        tools: createToolCaller(skills, options.secrets),
+        log,
+        sandbox,
+        stepBudgetMs: options.expressions?.stepBudgetMs ?? DEFAULT_STEP_BUDGET_MS,
+      });
     worker = new Worker({ queue: options.store.queue, executor, log, concurrency, leaseMs, maxAttempts });
     if (options.runtime.scheduler) scheduler = new Scheduler({ store: options.store.schedules, log, onRunsQueued: () => worker?.wake() });
   }
-  const metrics = createMetrics();
   metrics.instrument(server);
 
   await server.register(healthSurface, { store: options.store, registry: metrics.registry, metricsToken: options.metricsToken });
@@ -111,6 +145,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     worker,
     scheduler,
     start() {
+      sandbox.warm();
       worker?.start();
       scheduler?.start();
     },
@@ -119,6 +154,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
       await server.close();
       await worker?.stop(graceMs);
       await skills.close();
+      await sandbox.close();
     },
   };
 }

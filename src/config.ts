@@ -32,6 +32,17 @@ export interface Config extends StoreConfig {
   // Issuers the platform MCP endpoint advertises (RFC 9728).
   mcpAuthorizationServers: string[];
   outbound: OutboundOptions;
+  expressions: ExpressionConfig;
+}
+
+// Tenant-authored JSONata (trigger filters, step arguments): where it runs
+// and its budgets.
+export interface ExpressionConfig {
+  workers: number;
+  maxDepth: number;
+  memoryMb: number;
+  filterBudgetMs: number;
+  stepBudgetMs: number;
 }
 
 export class ConfigError extends Error {
@@ -159,6 +170,21 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     problems.push("AGENTPLANE_SECRET_KEY must be 32 bytes, base64-encoded (openssl rand -base64 32)");
   if (!options.dev && secretKey === undefined)
     problems.push("AGENTPLANE_SECRET_KEY is required: 32 bytes, base64-encoded (openssl rand -base64 32)");
+  const expressions: ExpressionConfig = {
+    workers: int(env, "AGENTPLANE_EXPRESSION_WORKERS", 2, problems),
+    maxDepth: int(env, "AGENTPLANE_EXPRESSION_MAX_DEPTH", 500, problems),
+    memoryMb: int(env, "AGENTPLANE_EXPRESSION_MEMORY_MB", 128, problems),
+    filterBudgetMs: int(env, "AGENTPLANE_FILTER_BUDGET_MS", 50, problems),
+    stepBudgetMs: int(env, "AGENTPLANE_STEP_EXPRESSION_BUDGET_MS", 1000, problems),
+  };
+  for (const [name, value] of [
+    ["AGENTPLANE_EXPRESSION_WORKERS", expressions.workers],
+    ["AGENTPLANE_EXPRESSION_MAX_DEPTH", expressions.maxDepth],
+    ["AGENTPLANE_EXPRESSION_MEMORY_MB", expressions.memoryMb],
+    ["AGENTPLANE_FILTER_BUDGET_MS", expressions.filterBudgetMs],
+    ["AGENTPLANE_STEP_EXPRESSION_BUDGET_MS", expressions.stepBudgetMs],
+  ] as const)
+    if (value < 1) problems.push(`${name} must be at least 1`);
   const config: Config = {
     host,
     port,
@@ -184,6 +210,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
       callTimeoutMs: int(env, "AGENTPLANE_SKILL_CALL_TIMEOUT_MS", DEFAULT_OUTBOUND.callTimeoutMs, problems),
       maxResponseBytes: int(env, "AGENTPLANE_SKILL_MAX_RESPONSE_BYTES", DEFAULT_OUTBOUND.maxResponseBytes, problems),
     },
+    expressions,
   };
   try {
     new AddressPolicy(config.outbound.allow);

@@ -17,8 +17,24 @@ export function createMetrics() {
     labelNames: ["method", "route", "status"] as const,
     registers: [registry],
   });
+  // Tenant-authored expressions cut off by their budget or limits, by use
+  // (trigger filter or step arguments) and reason.
+  const expressionOverruns = new Counter({
+    name: "agentplane_expression_overruns_total",
+    help: "Tenant expressions stopped by their time budget, depth, size or memory limit",
+    labelNames: ["use", "reason"] as const,
+    registers: [registry],
+  });
+  const filterFailures = new Counter({
+    name: "agentplane_trigger_filter_failures_total",
+    help: "Trigger filter evaluations that did not match because the filter failed or was suspended",
+    labelNames: ["reason"] as const,
+    registers: [registry],
+  });
   return {
     registry,
+    expressionOverruns,
+    filterFailures,
     // Labels use the route pattern, never the raw URL, to bound cardinality.
     instrument(app: FastifyInstance) {
       app.addHook("onResponse", async (req, reply) => {

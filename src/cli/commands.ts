@@ -1,3 +1,4 @@
+import { ExpressionSandbox } from "../integrations/expressions/sandbox.js";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -25,7 +26,7 @@ function openStore(config: StoreConfig = loadStoreConfig()) {
 function operatorPlatform() {
   const store = openStore();
   const deny: Authenticator = { authenticate: () => Promise.reject(new Error("not used by the CLI")) };
-  return { store, platform: createPlatform({ store, secrets: new SecretBox(randomBytes(32)), authenticator: deny, skills: createSkillPool() }) };
+  return { store, platform: createPlatform({ store, secrets: new SecretBox(randomBytes(32)), authenticator: deny, skills: createSkillPool(), sandbox: new ExpressionSandbox() }) };
 }
 
 export async function migrate(): Promise<void> {
@@ -89,6 +90,11 @@ async function serveWith(config: Config, authenticator: Authenticator, secrets: 
     mcp: { publicUrl: config.publicUrl, authorizationServers: config.mcpAuthorizationServers },
     webhook: { maxBytes: config.webhookMaxBytes, ratePerSecond: config.webhookRatePerSecond, burst: config.webhookBurst },
     outbound: config.outbound,
+    expressions: {
+      sandbox: { workers: config.expressions.workers, maxDepth: config.expressions.maxDepth, memoryMb: config.expressions.memoryMb },
+      filter: { budgetMs: config.expressions.filterBudgetMs },
+      stepBudgetMs: config.expressions.stepBudgetMs,
+    },
     runtime: {
       concurrency: config.workerConcurrency,
       leaseMs: config.runLeaseMs,
@@ -134,7 +140,7 @@ export async function dev(): Promise<void> {
   const secrets = SecretBox.fromBase64(config.secretKey ?? devSecretKey(config.dataDir));
   const { store } = await serveWith(config, issuer.authenticator(config.auth.clockToleranceSeconds), secrets, issuer);
   if (!(await store.tenants.get("dev"))) {
-    const platform = createPlatform({ store, secrets, authenticator: issuer.authenticator(0), skills: createSkillPool() });
+    const platform = createPlatform({ store, secrets, authenticator: issuer.authenticator(0), skills: createSkillPool(), sandbox: new ExpressionSandbox() });
     await platform.invokeAsOperator("createTenant", { $typeName: "platform.v1.CreateTenantRequest", tenant: { $typeName: "platform.v1.Tenant", id: "", slug: "dev", displayName: "Development" } });
     await platform.invokeAsOperator(
       "addMember",

@@ -1,4 +1,3 @@
-import jsonata from "jsonata";
 import OpenAI from "openai";
 import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
 import type { Logger } from "pino";
@@ -8,19 +7,24 @@ import type { AgentRow, RunRow, RunStepRecord, SkillRow } from "../store/schema.
 import type { Store } from "../store/store.js";
 import type { ExecutionContext, ExecutionResult, Executor } from "./executor.js";
 import type { ToolCaller } from "./tool-calls.js";
+import type { ExpressionSandbox } from "../integrations/expressions/sandbox.js";
 
 export interface AgentExecutorOptions {
   store: Store;
   secrets: SecretBox;
   tools: ToolCaller;
   log: Logger;
+  // Step arguments run in the expression sandbox, each within this budget
+  // (and never past the run's own timeout).
+  sandbox: ExpressionSandbox;
+  stepBudgetMs: number;
 }
 
 class StepFailed extends Error {}
 
 // Runs an agent: a deterministic plan of tool calls, or a model loop over the
 // tools of its skills. Every call is recorded as a step on the run.
-export function createAgentExecutor({ store, secrets, tools, log }: AgentExecutorOptions): Executor {
+export function createAgentExecutor({ store, secrets, tools, log, sandbox, stepBudgetMs }: AgentExecutorOptions): Executor {
   async function context(run: RunRow) {
     const event = run.eventId ? await store.events.get(run.tenantId, run.eventId) : undefined;
     return {
@@ -40,20 +44,24 @@ export function createAgentExecutor({ store, secrets, tools, log }: AgentExecuto
     return !list || list.length === 0 || list.includes(tool);
   }
 
-  async function deterministic(agent: AgentRow, run: RunRow, ctx: ExecutionContext, signal: AbortSignal): Promise<ExecutionResult> {
+  // A step's arguments: an over-budget expression fails the run with
+  // `expression_timeout`, one too deep or too large with `expression_limit`.
+  async function stepArguments(agent: AgentRow, expression: string, input: unknown, deadline: number, i: number): Promise<unknown> {
+    const budget = Math.max(1, Math.min(stepBudgetMs, deadline - Date.now()));
+    const [outcome] = await sandbox.evaluate(agent.tenantId, [expression], input, budget, "value");
+    if (outcome!.ok) return outcome!.value;
+    const kind = outcome!.kind === "timeout" ? "expression_timeout" : outcome!.kind === "error" ? "expression_error" : "expression_limit";
+    throw new StepFailed(`steps[${i}].arguments: ${kind}: ${outcome!.message}`);
+  }
+
+  async function deterministic(agent: AgentRow, run: RunRow, ctx: ExecutionContext, signal: AbortSignal, deadline: number): Promise<ExecutionResult> {
     const base = await context(run);
     const results: { result: unknown }[] = [];
     let output: unknown = null;
     for (const [i, planned] of agent.spec.steps.entries()) {
       if (!allowed(agent, planned.skillId, planned.tool)) throw new StepFailed(`steps[${i}]: tool "${planned.tool}" is not allowed`);
       let args: unknown = {};
-      if (planned.arguments.trim()) {
-        try {
-          args = await jsonata(planned.arguments).evaluate({ ...base, steps: results });
-        } catch (err) {
-          throw new StepFailed(`steps[${i}].arguments: ${(err as Error).message}`);
-        }
-      }
+      if (planned.arguments.trim()) args = await stepArguments(agent, planned.arguments, { ...base, steps: results }, deadline, i);
       if (typeof args !== "object" || args === null || Array.isArray(args))
         throw new StepFailed(`steps[${i}].arguments must evaluate to an object, got ${JSON.stringify(args)}`);
       const step = await tools.call(await skillOf(agent, planned.skillId), planned.tool, args as Record<string, unknown>, signal);
@@ -139,9 +147,12 @@ export function createAgentExecutor({ store, secrets, tools, log }: AgentExecuto
       if (!agent) return { status: "failed", error: `agent "${run.agentId}" no longer exists` };
       const deadline = AbortSignal.timeout(agent.timeoutMs);
       const signal = AbortSignal.any([ctx.signal, deadline]);
+      const ends = Date.now() + agent.timeoutMs;
+      // The timeout ends the run even if a step ignores the abort signal.
+      const timedOut = new Promise<never>((_, reject) => deadline.addEventListener("abort", () => reject(deadline.reason), { once: true }));
+      timedOut.catch(() => {});
       try {
-        if (agent.spec.model) return await model(agent, run, ctx, signal);
-        return await deterministic(agent, run, ctx, signal);
+        return await Promise.race([agent.spec.model ? model(agent, run, ctx, signal) : deterministic(agent, run, ctx, signal, ends), timedOut]);
       } catch (err) {
         if (deadline.aborted) return { status: "timed_out", error: `agent timeout (${agent.timeoutMs} ms) reached` };
         if (err instanceof StepFailed) return { status: "failed", error: err.message };

@@ -1,41 +1,123 @@
-import jsonata from "jsonata";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { SandboxBacklogError, type ExpressionSandbox, type Outcome } from "../integrations/expressions/sandbox.js";
 import type { TriggerRow } from "../store/schema.js";
+import type { Store } from "../store/store.js";
 import { matchesEventType } from "./event-pattern.js";
 
-type Expression = ReturnType<typeof jsonata>;
+// Why a filter did not get to say yes: its own failure, or suspension after
+// repeated overruns.
+export type FilterFailure = Extract<Outcome, { ok: false }>["kind"] | "suspended";
+
+export interface FilterPolicy {
+  // Wall-clock budget of one filter on one event.
+  budgetMs: number;
+  // A filter over budget (or too deep, or too large) this many times within
+  // `suspendWindowMs` is not evaluated for the next `suspendWindowMs`.
+  suspendAfter: number;
+  suspendWindowMs: number;
+  // How often a trigger's last failure is written to it, at most.
+  recordEveryMs: number;
+}
+
+export const DEFAULT_FILTER_POLICY: FilterPolicy = { budgetMs: 50, suspendAfter: 3, suspendWindowMs: 60_000, recordEveryMs: 10_000 };
+
+export interface EventMatcherOptions {
+  store: Store;
+  sandbox: ExpressionSandbox;
+  policy?: Partial<FilterPolicy>;
+  now?: () => number;
+  // Every failed or skipped filter evaluation (metrics, logs).
+  onFilterFailure?: (trigger: TriggerRow, kind: FilterFailure, message: string) => void;
+}
+
+// Per trigger version: an edited filter starts with a clean record.
+const healthKey = (t: TriggerRow) => `${t.id}@${t.updateTime}`;
+
+interface Health {
+  overruns: number[];
+  suspendedUntil: number;
+  recordedAt: number;
+}
 
 // Which of a tenant's candidate webhook triggers an event matches: pattern,
-// then the JSONata filter over `{event_type, payload}`. Compiled filters are
-// kept per trigger version, so a busy trigger is not recompiled per event.
+// then the JSONata filter over `{event_type, payload}`, run in the expression
+// sandbox under the filter budget. A filter that fails does not match; the
+// failure is counted, and written to the trigger (`filter_error`) at most
+// every `recordEveryMs`. A filter that keeps overrunning its budget is
+// suspended for a while, so a tenant's worst filter costs a bounded amount.
 export class EventMatcher {
-  readonly #compiled = new Map<string, Expression>();
+  readonly #o: Required<Omit<EventMatcherOptions, "policy">> & { policy: FilterPolicy };
+  readonly #health = new Map<string, Health>();
 
-  constructor(private readonly onFilterError: (triggerId: string, err: unknown) => void = () => {}) {}
-
-  async matching(candidates: TriggerRow[], eventType: string, payload: Record<string, unknown>): Promise<TriggerRow[]> {
-    const matched: TriggerRow[] = [];
-    for (const trigger of candidates) {
-      if (!trigger.eventTypePattern || !matchesEventType(trigger.eventTypePattern, eventType)) continue;
-      if (trigger.filter && !(await this.#passes(trigger, { event_type: eventType, payload }))) continue;
-      matched.push(trigger);
-    }
-    return matched;
+  constructor(options: EventMatcherOptions) {
+    this.#o = {
+      ...options,
+      now: options.now ?? Date.now,
+      onFilterFailure: options.onFilterFailure ?? (() => {}),
+      policy: { ...DEFAULT_FILTER_POLICY, ...options.policy },
+    };
   }
 
-  async #passes(trigger: TriggerRow, input: object): Promise<boolean> {
-    const key = `${trigger.id}@${trigger.updateTime}`;
-    let expression = this.#compiled.get(key);
-    if (!expression) {
-      expression = jsonata(trigger.filter!);
-      if (this.#compiled.size > 10_000) this.#compiled.clear();
-      this.#compiled.set(key, expression);
+  async matching(tenantId: string, candidates: TriggerRow[], eventType: string, payload: Record<string, unknown>): Promise<TriggerRow[]> {
+    const byPattern = candidates.filter((t) => t.eventTypePattern && matchesEventType(t.eventTypePattern, eventType));
+    const now = this.#o.now();
+    const filtered = byPattern.filter((t) => t.filter && !this.#suspended(t, now));
+    let outcomes: Outcome[] = [];
+    if (filtered.length) {
+      try {
+        outcomes = await this.#o.sandbox.evaluate(
+          tenantId,
+          filtered.map((t) => t.filter!),
+          { event_type: eventType, payload },
+          this.#o.policy.budgetMs,
+          "filter",
+        );
+      } catch (err) {
+        if (err instanceof SandboxBacklogError)
+          throw new ConnectError("this tenant's trigger filters are backlogged; retry later", Code.ResourceExhausted, { "retry-after": "1" });
+        throw err;
+      }
     }
-    try {
-      return (await expression.evaluate(input)) === true;
-    } catch (err) {
-      // A filter that fails on this payload does not match it.
-      this.onFilterError(trigger.id, err);
-      return false;
+    const passed = new Set<TriggerRow>();
+    filtered.forEach((trigger, i) => {
+      const outcome = outcomes[i]!;
+      if (outcome.ok) {
+        if (outcome.value === true) passed.add(trigger);
+      } else this.#failed(trigger, outcome.kind, outcome.message, now);
+    });
+    return byPattern.filter((t) => !t.filter || passed.has(t));
+  }
+
+  #suspended(trigger: TriggerRow, now: number): boolean {
+    const health = this.#health.get(healthKey(trigger));
+    if (!health || health.suspendedUntil <= now) return false;
+    this.#o.onFilterFailure(trigger, "suspended", "");
+    return true;
+  }
+
+  #failed(trigger: TriggerRow, kind: FilterFailure, message: string, now: number): void {
+    const { policy, store } = this.#o;
+    let health = this.#health.get(healthKey(trigger));
+    if (!health) {
+      if (this.#health.size >= 100_000) this.#health.clear();
+      this.#health.set(healthKey(trigger), (health = { overruns: [], suspendedUntil: 0, recordedAt: 0 }));
     }
+    let text = `${kind}: ${message}`;
+    let suspending = false;
+    if (kind !== "error") {
+      health.overruns = health.overruns.filter((t) => t > now - policy.suspendWindowMs);
+      health.overruns.push(now);
+      if (health.overruns.length >= policy.suspendAfter) {
+        health.suspendedUntil = now + policy.suspendWindowMs;
+        health.overruns = [];
+        suspending = true;
+        text += ` (over budget ${policy.suspendAfter} times: not evaluated for ${policy.suspendWindowMs / 1000} s)`;
+      }
+    }
+    this.#o.onFilterFailure(trigger, kind, message);
+    if (now - health.recordedAt < policy.recordEveryMs && !suspending) return;
+    health.recordedAt = now;
+    // Best effort: a trigger's diagnostics never fail an event.
+    store.triggers.update(trigger.tenantId, trigger.id, { filterError: text.slice(0, 500), filterErrorTime: now }).catch(() => {});
   }
 }

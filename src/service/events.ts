@@ -56,7 +56,7 @@ export function eventHandlers({ store, matcher, now, onRunsQueued }: ServiceDeps
       const tenant = tenantOf(call);
       const event = await find(tenant.id, id);
       const candidates = await store.webhooks.matchCandidates(tenant.id, event.sourceId).catch(fromStoreError);
-      const matched = await matcher.matching(candidates, event.eventType, event.payload);
+      const matched = await matcher.matching(tenant.id, candidates, event.eventType, event.payload);
       const t = now();
       const rows = matched.map((m) => ({
         id: newId("run"),

@@ -1,15 +1,46 @@
 import jsonata from "jsonata";
+import { LinearRegExp } from "../integrations/expressions/linear-regex.js";
 import { invalidArgument } from "./errors.js";
 
+// Regular expression literals of a parsed expression (JSONata's AST keeps
+// them as RegExp values).
+function regexLiterals(ast: unknown): RegExp[] {
+  const found: RegExp[] = [];
+  const seen = new Set<unknown>();
+  const stack = [ast];
+  while (stack.length) {
+    const node = stack.pop();
+    if (node instanceof RegExp) found.push(node);
+    else if (node && typeof node === "object" && !seen.has(node)) {
+      seen.add(node);
+      stack.push(...Object.values(node));
+    }
+  }
+  return found;
+}
+
 // JSONata expressions are compiled when saved, so a typo is refused at
-// create time instead of failing a run later.
+// create time instead of failing a run later; so is a regular expression the
+// linear-time engine cannot run (backreferences, lookaround).
 export function checkJsonata(field: string, expression: string): string {
   if (!expression.trim()) return expression;
+  let ast: unknown;
   try {
-    jsonata(expression);
+    ast = jsonata(expression).ast();
   } catch (err) {
     const e = err as { message?: string; position?: number };
     throw invalidArgument(field, `invalid JSONata${e.position !== undefined ? ` at ${e.position}` : ""}: ${e.message ?? err}`);
+  }
+  for (const literal of regexLiterals(ast)) {
+    try {
+      new LinearRegExp(literal);
+    } catch (err) {
+      throw invalidArgument(
+        field,
+        `regular expression /${literal.source}/ is not supported (${(err as Error).message}); ` +
+          "expressions use a linear-time engine without backreferences or lookaround",
+      );
+    }
   }
   return expression;
 }

@@ -5,7 +5,8 @@ import type { SecretBox } from "../lib/secret-box.js";
 import type { Store } from "../store/store.js";
 import { PLATFORM_ADMIN_SCOPE, createAccess, type CallerInput, type Surface } from "./access.js";
 import { notFound } from "./errors.js";
-import { EventMatcher } from "./event-matching.js";
+import { EventMatcher, type EventMatcherOptions, type FilterPolicy } from "./event-matching.js";
+import type { ExpressionSandbox } from "../integrations/expressions/sandbox.js";
 import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 import { createWebhookIngestion } from "./webhooks.js";
 import { agentHandlers } from "./agents.js";
@@ -27,8 +28,11 @@ export interface PlatformOptions {
   webhookRate?: { perSecond: number; burst: number };
   onRunsQueued?: () => void;
   onRunCancelled?: (runId: string) => void;
-  onFilterError?: (triggerId: string, err: unknown) => void;
   skills: SkillPool;
+  // Where tenant-authored expressions run, and the budget of trigger filters.
+  sandbox: ExpressionSandbox;
+  filterPolicy?: Partial<FilterPolicy>;
+  onFilterFailure?: EventMatcherOptions["onFilterFailure"];
 }
 
 // The one implementation every surface calls: authorize by the method's
@@ -38,7 +42,13 @@ export function createPlatform(options: PlatformOptions) {
     store: options.store,
     secrets: options.secrets,
     now: options.now ?? Date.now,
-    matcher: new EventMatcher(options.onFilterError),
+    matcher: new EventMatcher({
+      store: options.store,
+      sandbox: options.sandbox,
+      policy: options.filterPolicy,
+      now: options.now,
+      onFilterFailure: options.onFilterFailure,
+    }),
     skills: options.skills,
     // Late-bound: the worker that listens is created after the platform.
     onRunsQueued: () => options.onRunsQueued?.(),

@@ -1,4 +1,5 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Cron } from "croner";
 import { TriggerSchema, type Trigger } from "../../gen/platform/v1/trigger_pb.js";
 import { newId } from "../lib/ids.js";
@@ -20,7 +21,15 @@ export function triggerMessage(row: TriggerRow): Trigger {
       : row.kind === "schedule"
         ? { case: "schedule", value: { cron: row.cron ?? "", timezone: row.timezone ?? "" } }
         : { case: "manual", value: {} };
-  return create(TriggerSchema, { id: row.id, agentId: row.agentId, enabled: row.enabled, kind, ...times(row) });
+  return create(TriggerSchema, {
+    id: row.id,
+    agentId: row.agentId,
+    enabled: row.enabled,
+    kind,
+    ...times(row),
+    filterError: row.filterError ?? "",
+    filterErrorTime: row.filterErrorTime === null ? undefined : timestampFromMs(row.filterErrorTime),
+  });
 }
 
 function checkTimezone(zone: string): string {
@@ -112,7 +121,7 @@ export function triggerHandlers({ store, now }: ServiceDeps) {
       const row = await find(tenant.id, trigger.id);
       const { merged } = applyUpdateMask(TriggerSchema, triggerMessage(row), trigger, updateMask, UPDATABLE);
       const cols = await columns(tenant.id, merged);
-      const updated = await store.triggers.update(tenant.id, row.id, { ...cols, updateTime: now() }).catch(fromStoreError);
+      const updated = await store.triggers.update(tenant.id, row.id, { ...cols, filterError: null, filterErrorTime: null, updateTime: now() }).catch(fromStoreError);
       if (!updated) throw notFound("trigger", trigger.id);
       return { trigger: { ...triggerMessage(updated), tenant: tenant.slug } };
     },

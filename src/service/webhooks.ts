@@ -63,7 +63,7 @@ export function createWebhookIngestion(options: WebhookOptions) {
 
       const t = now();
       const candidates = await store.webhooks.matchCandidates(source.tenantId, source.id).catch(fromStoreError);
-      const matched = await matcher.matching(candidates, eventType, payload as Record<string, unknown>);
+      const matched = await matcher.matching(source.tenantId, candidates, eventType, payload as Record<string, unknown>);
       const eventId = newId("evt");
       const result = await store.webhooks
         .ingest(

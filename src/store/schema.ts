@@ -119,6 +119,9 @@ export const triggers = sqliteTable(
     filter: text("filter"),
     cron: text("cron"),
     timezone: text("timezone"),
+    // The webhook filter's last failure (budget, depth, error), for operators.
+    filterError: text("filter_error"),
+    filterErrorTime: integer("filter_error_time"),
     ...times,
   },
   (t) => [

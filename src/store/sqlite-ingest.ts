@@ -87,6 +87,9 @@ export function createSqliteWebhookStore(raw: Database.Database, options: GroupC
     filter: v[4] as string | null,
     cron: v[5] as string | null,
     timezone: v[6] as string | null,
+    // Diagnostics only; matching never reads them.
+    filterError: null,
+    filterErrorTime: null,
     createTime: v[7] as number,
     updateTime: v[8] as number,
   });

@@ -38,6 +38,7 @@ export interface TestServerOptions {
   mcpAuthorizationServers?: string[];
   // CIDRs customer MCP servers may be at (loopback for the test fixtures).
   outboundAllow?: string[];
+  expressions?: AppOptions["expressions"];
 }
 
 export async function startServer(options: TestServerOptions): Promise<TestServer> {
@@ -55,6 +56,7 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     metricsToken: options.metricsToken,
     webhook: options.webhook,
     outbound: { ...DEFAULT_OUTBOUND, allow: options.outboundAllow ?? [] },
+    expressions: options.expressions,
     mcp: { publicUrl: url, authorizationServers: options.mcpAuthorizationServers ?? [] },
     runtime: options.runtime && {
       concurrency: 4,

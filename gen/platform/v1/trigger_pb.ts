@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file platform/v1/trigger.proto.
  */
 export const file_platform_v1_trigger: GenFile = /*@__PURE__*/
-  fileDesc("ChlwbGF0Zm9ybS92MS90cmlnZ2VyLnByb3RvEgtwbGF0Zm9ybS52MSLTAgoHVHJpZ2dlchIKCgJpZBgBIAEoCRIOCgZ0ZW5hbnQYAiABKAkSEAoIYWdlbnRfaWQYAyABKAkSFAoHZW5hYmxlZBgEIAEoCEgBiAEBEi4KB3dlYmhvb2sYBSABKAsyGy5wbGF0Zm9ybS52MS5XZWJob29rVHJpZ2dlckgAEjAKCHNjaGVkdWxlGAYgASgLMhwucGxhdGZvcm0udjEuU2NoZWR1bGVUcmlnZ2VySAASLAoGbWFudWFsGAcgASgLMhoucGxhdGZvcm0udjEuTWFudWFsVHJpZ2dlckgAEi8KC2NyZWF0ZV90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBgoEa2luZEIKCghfZW5hYmxlZCJPCg5XZWJob29rVHJpZ2dlchIRCglzb3VyY2VfaWQYASABKAkSGgoSZXZlbnRfdHlwZV9wYXR0ZXJuGAIgASgJEg4KBmZpbHRlchgDIAEoCSIxCg9TY2hlZHVsZVRyaWdnZXISDAoEY3JvbhgBIAEoCRIQCgh0aW1lem9uZRgCIAEoCSIPCg1NYW51YWxUcmlnZ2VyYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChlwbGF0Zm9ybS92MS90cmlnZ2VyLnByb3RvEgtwbGF0Zm9ybS52MSKgAwoHVHJpZ2dlchIKCgJpZBgBIAEoCRIOCgZ0ZW5hbnQYAiABKAkSEAoIYWdlbnRfaWQYAyABKAkSFAoHZW5hYmxlZBgEIAEoCEgBiAEBEi4KB3dlYmhvb2sYBSABKAsyGy5wbGF0Zm9ybS52MS5XZWJob29rVHJpZ2dlckgAEjAKCHNjaGVkdWxlGAYgASgLMhwucGxhdGZvcm0udjEuU2NoZWR1bGVUcmlnZ2VySAASLAoGbWFudWFsGAcgASgLMhoucGxhdGZvcm0udjEuTWFudWFsVHJpZ2dlckgAEi8KC2NyZWF0ZV90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMZmlsdGVyX2Vycm9yGAogASgJEjUKEWZpbHRlcl9lcnJvcl90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIGCgRraW5kQgoKCF9lbmFibGVkIk8KDldlYmhvb2tUcmlnZ2VyEhEKCXNvdXJjZV9pZBgBIAEoCRIaChJldmVudF90eXBlX3BhdHRlcm4YAiABKAkSDgoGZmlsdGVyGAMgASgJIjEKD1NjaGVkdWxlVHJpZ2dlchIMCgRjcm9uGAEgASgJEhAKCHRpbWV6b25lGAIgASgJIg8KDU1hbnVhbFRyaWdnZXJiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * Starts runs of an agent.
@@ -78,6 +78,22 @@ export type Trigger = Message<"platform.v1.Trigger"> & {
    * @generated from field: google.protobuf.Timestamp update_time = 9;
    */
   updateTime?: Timestamp | undefined;
+
+  /**
+   * Output only. Why the webhook filter last failed on an event: over its
+   * evaluation budget, too deep, or an error in the expression. Such an
+   * event does not match. Cleared when the trigger is updated.
+   *
+   * @generated from field: string filter_error = 10;
+   */
+  filterError: string;
+
+  /**
+   * Output only. When `filter_error` last happened.
+   *
+   * @generated from field: google.protobuf.Timestamp filter_error_time = 11;
+   */
+  filterErrorTime?: Timestamp | undefined;
 };
 
 /**

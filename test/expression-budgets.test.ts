@@ -1,0 +1,201 @@
+// Tenant-authored JSONata under a budget (issue 9, findings 2 and 3): trigger
+// filters at ingest and plan step arguments run in the expression sandbox, so
+// an endless, huge or backtracking expression costs its own tenant a bounded
+// amount and never stalls the process: /healthz answers, other tenants'
+// webhooks are acknowledged, and the failure is visible where operators look.
+import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
+import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
+import { devIssuer, devToken } from "./support/dev-auth.js";
+import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+
+type Json = Record<string, unknown>;
+
+// Each of these stalled the process before the sandbox (endless loop, a huge
+// range, exponential backtracking, a quadratic builtin, a huge allocation).
+const HOSTILE_FILTERS: Record<string, string> = {
+  endless: "( $f := function($x){ $f($x + 1) }; $f(0) )",
+  "huge range": "$count([1..9000000].($*2)) > 0",
+  backtracking: "$contains(payload.subject, /^(a+)+$/)",
+  quadratic: "$count($distinct(payload.items)) > 1",
+  allocation: "$length($pad('', 300000000)) > 0",
+  recursion: "( $f := function($x){ 1 + $f($x + 1) }; $f(0) )",
+};
+const HOSTILE_PAYLOAD = { subject: "a".repeat(32) + "!", items: Array.from({ length: 20_000 }, (_, i) => ({ i })) };
+
+let issuer: DevIssuer;
+let admin: string;
+let server: TestServer;
+
+async function must(method: string, body: unknown, tenant: string): Promise<Json> {
+  const res = await connectCall(server, method, body, bearer(admin, tenant));
+  if (res.status !== 200) throw new Error(`${method}: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body;
+}
+
+async function post(token: string, body: unknown): Promise<{ status: number; body: Json; ms: number }> {
+  const started = Date.now();
+  const res = await fetch(`${server.url}/webhooks/events`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-webhook-token": token },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as Json, ms: Date.now() - started };
+}
+
+// Polls /healthz every 20 ms while `work` runs; returns the slowest answer.
+async function slowestHealthz<T>(work: () => Promise<T>): Promise<{ result: T; slowestMs: number }> {
+  let slowestMs = 0;
+  let done = false;
+  const poll = (async () => {
+    while (!done) {
+      const started = Date.now();
+      const res = await fetch(`${server.url}/healthz`);
+      await res.arrayBuffer();
+      expect(res.status).toBe(200);
+      slowestMs = Math.max(slowestMs, Date.now() - started);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+  try {
+    return { result: await work(), slowestMs };
+  } finally {
+    done = true;
+    await poll;
+  }
+}
+
+async function tenantWithSource(slug: string): Promise<{ token: string; agentId: string }> {
+  await server.seedTenant(slug, [{ subject: issuer.clientId, role: "admin" }]);
+  const { token } = await must("CreateWebhookSource", { webhookSource: { name: "in" } }, slug);
+  const agent = (await must("CreateAgent", { agent: { name: "a" } }, slug)).agent as Json;
+  return { token: token as string, agentId: agent.id as string };
+}
+
+async function trigger(slug: string, agentId: string, pattern: string, filter?: string): Promise<string> {
+  const body = await must("CreateTrigger", { trigger: { agentId, webhook: { eventTypePattern: pattern, filter } } }, slug);
+  return (body.trigger as Json).id as string;
+}
+
+beforeAll(async () => {
+  issuer = await devIssuer();
+  admin = await devToken(issuer);
+  server = await startServer({
+    authenticator: issuer.authenticator(60),
+    webhook: { maxBytes: 1024 * 1024, ratePerSecond: 10_000, burst: 10_000 },
+    outboundAllow: ["127.0.0.0/8"],
+    runtime: { executor: "agents", concurrency: 4 },
+    expressions: { filter: { budgetMs: 50 }, stepBudgetMs: 300 },
+  });
+});
+afterAll(() => server.close());
+
+describe("trigger filters under a budget", () => {
+  let evil: { token: string; agentId: string };
+
+  beforeAll(async () => {
+    evil = await tenantWithSource("evil");
+  });
+
+  it.each(Object.keys(HOSTILE_FILTERS))("a %s filter does not match, and the process keeps answering", async (name) => {
+    const hostile = await trigger("evil", evil.agentId, `hostile.${name.replace(/ /g, "-")}`, HOSTILE_FILTERS[name]);
+    const friendly = await trigger("evil", evil.agentId, `hostile.${name.replace(/ /g, "-")}`, "payload.subject != ''");
+    const { result, slowestMs } = await slowestHealthz(() =>
+      post(evil.token, { event_type: `hostile.${name.replace(/ /g, "-")}`, payload: HOSTILE_PAYLOAD }),
+    );
+    expect(result.status).toBe(202);
+    // The tenant's well-behaved trigger on the same event still matched.
+    expect(result.body.matched_triggers).toBe(1);
+    const event = (await must("GetEvent", { id: result.body.event_id }, "evil")).event as Json;
+    expect(event.matchedTriggerIds).toEqual([friendly]);
+    expect(slowestMs).toBeLessThan(1000);
+    expect(result.ms).toBeLessThan(1000);
+    if (name === "backtracking") return; // linear-time regex: it simply does not match
+    const saved = (await must("GetTrigger", { id: hostile }, "evil")).trigger as Json;
+    expect(saved.filterError).toMatch(/^(timeout|depth|memory|limit): /);
+    expect(Date.parse(saved.filterErrorTime as string)).toBeGreaterThan(Date.now() - 60_000);
+  });
+
+  it("suspends a filter that keeps overrunning, and counts it", async () => {
+    const id = await trigger("evil", evil.agentId, "again.endless", HOSTILE_FILTERS.endless);
+    for (let i = 0; i < 3; i++) expect((await post(evil.token, { event_type: "again.endless", payload: {} })).status).toBe(202);
+    // Suspended: answered without evaluating (no budget spent).
+    const res = await post(evil.token, { event_type: "again.endless", payload: {} });
+    expect(res).toMatchObject({ status: 202, body: { matched_triggers: 0 } });
+    expect(res.ms).toBeLessThan(50);
+    const saved = (await must("GetTrigger", { id }, "evil")).trigger as Json;
+    expect(saved.filterError).toMatch(/not evaluated for 60 s/);
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metrics).toMatch(/agentplane_expression_overruns_total\{use="filter",reason="timeout"\} [1-9]/);
+    expect(metrics).toMatch(/agentplane_trigger_filter_failures_total\{reason="suspended"\} [1-9]/);
+    // Editing the trigger clears the record and the suspension.
+    const updated = (await must("UpdateTrigger", { trigger: { id, webhook: { eventTypePattern: "again.endless", filter: "true" } } }, "evil")).trigger as Json;
+    expect(updated.filterError).toBeUndefined();
+    expect((await post(evil.token, { event_type: "again.endless", payload: {} })).body.matched_triggers).toBe(1);
+  });
+
+  it("keeps another tenant's webhooks acknowledged while one tenant floods its worst filter", async () => {
+    const good = await tenantWithSource("good");
+    await trigger("good", good.agentId, "order.*", "payload.total > 100");
+    await trigger("evil", evil.agentId, "flood.worst", HOSTILE_FILTERS.quadratic);
+    const flood = Promise.all(Array.from({ length: 30 }, () => post(evil.token, { event_type: "flood.worst", payload: HOSTILE_PAYLOAD })));
+    const goods: { status: number; body: Json; ms: number }[] = [];
+    for (let i = 0; i < 20; i++) goods.push(await post(good.token, { event_type: "order.created", payload: { total: 250 } }));
+    for (const r of await flood) expect([202, 429]).toContain(r.status);
+    for (const r of goods) {
+      expect(r).toMatchObject({ status: 202, body: { matched_triggers: 1 } });
+      expect(r.ms).toBeLessThan(1000);
+    }
+  });
+
+  it("refuses, when saved, a regular expression the linear-time engine cannot run", async () => {
+    const res = await connectCall(
+      server,
+      "CreateTrigger",
+      { trigger: { agentId: evil.agentId, webhook: { eventTypePattern: "x.y", filter: "$contains(payload.s, /(a)\\1/)" } } },
+      bearer(admin, "evil"),
+    );
+    expect(res.status).toBe(400);
+    expect(res.body).toMatchObject({ code: "invalid_argument", message: expect.stringMatching(/^trigger\.webhook\.filter: regular expression .* not supported/) });
+  });
+});
+
+describe("plan step arguments under a budget", () => {
+  let mcp: CustomerMcp;
+  let skillId: string;
+
+  beforeAll(async () => {
+    await server.seedTenant("plans", [{ subject: issuer.clientId, role: "admin" }]);
+    mcp = await startOpenMcp();
+    skillId = ((await must("CreateSkill", { skill: { name: "tools", mcpUrl: mcp.url } }, "plans")).skill as Json).id as string;
+  });
+  afterAll(() => mcp.close());
+
+  async function runWith(args: string): Promise<{ run: Json; slowestMs: number }> {
+    const agent = (await must("CreateAgent", { agent: { name: "p", skillIds: [skillId], timeout: "20s", steps: [{ skillId, tool: "echo", arguments: args }] } }, "plans")).agent as Json;
+    const { result, slowestMs } = await slowestHealthz(async () => {
+      const queued = (await must("RunAgent", { id: agent.id, input: { n: 1 } }, "plans")).run as Json;
+      for (const deadline = Date.now() + 15_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 25))) {
+        const run = (await must("GetRun", { id: queued.id }, "plans")).run as Json;
+        if (!["RUN_STATUS_QUEUED", "RUN_STATUS_RUNNING"].includes(run.status as string)) return run;
+      }
+      throw new Error("the run did not end");
+    });
+    return { run: result, slowestMs };
+  }
+
+  it.each([
+    ["an endless", '( $f := function($x){ $f($x + 1) }; {"text": $string($f(0))} )', "expression_timeout"],
+    ["a quadratic", '{"text": $string($count($distinct([1..60000].{"i": $})))}', "expression_timeout"],
+    ["a too deep", '( $f := function($x){ 1 + $f($x + 1) }; {"text": $string($f(0))} )', "expression_limit"],
+  ])("fails the run on %s expression, on its first attempt, without stalling anything", async (_name, args, kind) => {
+    const { run, slowestMs } = await runWith(args);
+    expect(run).toMatchObject({ status: "RUN_STATUS_FAILED", attempt: 1, error: expect.stringContaining(`steps[0].arguments: ${kind}: `) });
+    expect(slowestMs).toBeLessThan(1000);
+    expect(mcp.toolCalls()).toEqual([]);
+  });
+
+  it("still runs ordinary arguments", async () => {
+    const { run } = await runWith('{"text": "n=" & $string(input.n)}');
+    expect(run).toMatchObject({ status: "RUN_STATUS_SUCCEEDED" });
+  });
+});
