@@ -167,7 +167,7 @@ describe("runs", () => {
       const now = Date.now();
       await queue.insertMany([{ id, tenantId: t.tenantId, agentId, status: "queued", steps: [], createTime: now, updateTime: now }]);
       // A worker claims it, then dies: no heartbeat, no finish.
-      const claimed = await queue.claim("dead", 1, 50, 3, Date.now());
+      const claimed = await queue.claim("dead", 1, 50, 3, Date.now(), []);
       expect(claimed.map((r) => [r.id, r.attempt])).toEqual([[id, 1]]);
       expect((await t.getRun(id)).status).toBe("RUN_STATUS_RUNNING");
       // Any wake-up (here an explicit one) makes the live worker sleep until
@@ -318,16 +318,16 @@ describe("runs", () => {
       const id = await t.runAgent(await t.createAgent("crashy"));
       const t0 = Date.now();
       const maxAttempts = 2;
-      expect((await queue.claim("w1", 1, 10, maxAttempts, t0)).map((r) => [r.id, r.attempt])).toEqual([[id, 1]]);
-      expect(await queue.claim("w2", 1, 10, maxAttempts, t0 + 5)).toEqual([]); // lease still held
-      expect((await queue.claim("w2", 1, 10, maxAttempts, t0 + 20)).map((r) => [r.id, r.attempt, r.leaseOwner])).toEqual([[id, 2, "w2"]]);
+      expect((await queue.claim("w1", 1, 10, maxAttempts, t0, [])).map((r) => [r.id, r.attempt])).toEqual([[id, 1]]);
+      expect(await queue.claim("w2", 1, 10, maxAttempts, t0 + 5, [])).toEqual([]); // lease still held
+      expect((await queue.claim("w2", 1, 10, maxAttempts, t0 + 20, [])).map((r) => [r.id, r.attempt, r.leaseOwner])).toEqual([[id, 2, "w2"]]);
       // w2 dies too: the next claim after its lease expires fails the run.
-      expect(await queue.claim("w3", 1, 10, maxAttempts, t0 + 40)).toEqual([]);
+      expect(await queue.claim("w3", 1, 10, maxAttempts, t0 + 40, [])).toEqual([]);
       const run = await t.getRun(id);
       expect(run).toMatchObject({ status: "RUN_STATUS_FAILED", attempt: 2, error: expect.stringContaining("lease") });
       expect(t.row(id)).toMatchObject({ status: "failed", lease_owner: null, lease_expire_time: null, end_time: t0 + 40 });
 
-      expect(await queue.claim("w4", 1, 10, maxAttempts, t0 + 1000)).toEqual([]);
+      expect(await queue.claim("w4", 1, 10, maxAttempts, t0 + 1000, [])).toEqual([]);
       expect(await queue.finish("w2", id, { status: "succeeded", steps: [], output: 1, error: "" }, t0 + 1000)).toBe(false);
       expect((await t.getRun(id)).status).toBe("RUN_STATUS_FAILED");
     });

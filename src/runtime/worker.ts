@@ -18,6 +18,15 @@ export interface WorkerOptions {
   now?: () => number;
 }
 
+const FINISH_RETRY_FIRST_MS = 100;
+const FINISH_RETRY_MAX_MS = 5_000;
+
+const abortableSleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+  });
+
 // Claims runs with a lease, executes them with bounded concurrency, keeps the
 // leases alive, and records the outcome. A worker that dies leaves leases
 // that expire, and the runs are claimed again (at-least-once).
@@ -81,7 +90,7 @@ export class Worker {
         clearTimeout(this.#timer);
         const free = this.#o.concurrency - this.#active.size;
         if (free <= 0 || this.#stopped) break;
-        const runs = await this.#o.queue.claim(this.owner, free, this.#o.leaseMs, this.#o.maxAttempts, this.#o.now());
+        const runs = await this.#o.queue.claim(this.owner, free, this.#o.leaseMs, this.#o.maxAttempts, this.#o.now(), [...this.#active.keys()]);
         if (this.#stopped) {
           // stop() began while claiming: give these back rather than run them unwatched.
           await this.#o.queue.release(this.owner, runs.map((r) => r.id), this.#o.now());
@@ -127,20 +136,27 @@ export class Worker {
         signal: controller.signal,
         recordStep: async (step) => {
           steps.push(step);
-          await queue.recordSteps(this.owner, run.id, steps, now());
+          // Progress for GetRun; the outcome below writes every step again,
+          // so a store hiccup here must not fail the run.
+          await queue.recordSteps(this.owner, run.id, steps, now()).catch((err: unknown) => log.warn({ err, run: run.id }, "recording a run step failed"));
         },
       });
     } catch (err) {
       result = { status: "failed", error: (err as Error).message };
     }
-    if (controller.signal.aborted) return; // cancelled, lease lost, or released on shutdown
-    const finished = await queue
-      .finish(this.owner, run.id, { ...result, output: result.status === "succeeded" ? result.output : undefined, error: result.status === "succeeded" ? "" : result.error, steps }, now())
-      .catch((err: unknown) => {
-        log.error({ err, run: run.id }, "recording a run outcome failed; its lease will expire and it runs again");
-        return true;
-      });
-    if (!finished) log.warn({ run: run.id }, "run ended after it was cancelled or its lease was lost");
+    const outcome = { ...result, output: result.status === "succeeded" ? result.output : undefined, error: result.status === "succeeded" ? "" : result.error, steps };
+    // The outcome is retried until the store takes it (a full disk, a lock):
+    // the run stays held here meanwhile, its lease kept by the heartbeat, so
+    // it neither sits in `running` forever nor runs a second time.
+    for (let attempt = 0; !controller.signal.aborted; attempt++) {
+      try {
+        if (!(await queue.finish(this.owner, run.id, outcome, now()))) log.warn({ run: run.id }, "run ended after it was cancelled or its lease was lost");
+        return;
+      } catch (err) {
+        if (attempt === 0) log.error({ err, run: run.id }, "recording a run outcome failed; retrying until the store takes it");
+        await abortableSleep(Math.min(FINISH_RETRY_MAX_MS, FINISH_RETRY_FIRST_MS * 2 ** attempt), controller.signal);
+      }
+    }
   }
 
   // Extends every held lease; a run no longer held (cancelled) is aborted.

@@ -30,13 +30,15 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
        lease_owner = null, lease_expire_time = null, update_time = @now
      where status = 'running' and lease_expire_time <= @now and attempt >= @maxAttempts`,
   );
-  // An expired lease of this very owner means its heartbeat fell behind while
-  // the run still executes here: not claimable by the same owner.
-  const candidates = raw.prepare<{ now: number; limit: number; owner: string }, { id: string }>(
+  // An expired lease of a run this owner still executes means its heartbeat
+  // fell behind: not claimable by the same owner. Any other expired run of
+  // its own (its outcome was never recorded) is, like a dead worker's.
+  const candidates = raw.prepare<{ now: number; limit: number; owner: string; executing: string }, { id: string }>(
     `select id from (
        select id from runs where status = 'queued'
        union all
-       select id from runs where status = 'running' and lease_expire_time <= @now and lease_owner is not @owner
+       select id from runs where status = 'running' and lease_expire_time <= @now
+         and (lease_owner is not @owner or id not in (select value from json_each(@executing)))
      ) order by id limit @limit`,
   );
   const take = raw.prepare<{ id: string; owner: string; now: number; until: number }, RawRun>(
@@ -44,9 +46,9 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
        start_time = coalesce(start_time, @now), update_time = @now
      where id = @id returning ${SELECT}`,
   );
-  const claimTx = raw.transaction((owner: string, limit: number, leaseMs: number, maxAttempts: number, now: number) => {
+  const claimTx = raw.transaction((owner: string, limit: number, leaseMs: number, maxAttempts: number, now: number, executing: string[]) => {
     exhaust.run({ now, maxAttempts });
-    return candidates.all({ now, limit, owner }).map(({ id }) => parse(take.get({ id, owner, now, until: now + leaseMs })!));
+    return candidates.all({ now, limit, owner, executing: JSON.stringify(executing) }).map(({ id }) => parse(take.get({ id, owner, now, until: now + leaseMs })!));
   });
   const extend = raw.prepare<{ owner: string; id: string; until: number; now: number }>(
     `update runs set lease_expire_time = @until, update_time = @now where id = @id and lease_owner = @owner and status = 'running'`,
@@ -80,7 +82,7 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
   });
 
   return {
-    claim: (owner, limit, leaseMs, maxAttempts, now) => run(() => claimTx(owner, limit, leaseMs, maxAttempts, now)),
+    claim: (owner, limit, leaseMs, maxAttempts, now, executing) => run(() => claimTx(owner, limit, leaseMs, maxAttempts, now, executing)),
     heartbeat: (owner, ids, leaseMs, now) => run(() => new Set(heartbeatTx(owner, ids, now + leaseMs, now))),
     recordSteps: (owner, id, s, now) => run(() => steps.run({ owner, id, steps: JSON.stringify(s), now }).changes > 0),
     finish: (owner, id, o: RunOutcome, now) =>

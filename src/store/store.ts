@@ -94,8 +94,10 @@ export interface RunOutcome {
 export interface RunQueue {
   // Leases up to `limit` runs, oldest first: queued runs, and running runs
   // whose lease expired (their worker died). Each claim is one attempt; a run
-  // whose lease expired on its last attempt is failed instead.
-  claim(owner: string, limit: number, leaseMs: number, maxAttempts: number, now: number): Promise<RunRow[]>;
+  // whose lease expired on its last attempt is failed instead. `executing`:
+  // the runs this owner still executes, whose expired leases it must not
+  // claim again (any other run of its own with an expired lease it may).
+  claim(owner: string, limit: number, leaseMs: number, maxAttempts: number, now: number, executing: string[]): Promise<RunRow[]>;
   // Extends the leases still held; returns the ids the owner still holds
   // (a cancelled run is no longer held).
   heartbeat(owner: string, ids: string[], leaseMs: number, now: number): Promise<Set<string>>;
