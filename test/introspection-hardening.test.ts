@@ -184,6 +184,16 @@ describe("introspection hardening (scripted IdP)", () => {
       expect(idp.maxInFlight()).toBeLessThanOrEqual(2);
     });
 
+    it("answers 503 to a look-up that waits for a slot longer than the timeout", async () => {
+      const slow = await serverWith({ maxConcurrent: 1, maxQueued: 10, timeoutMs: 1000 });
+      idp.script(() => ({ body: { active: false }, delayMs: 400 }));
+      // Slots free at 400, 800, 1200 ms: the fourth would wait past 1000 ms.
+      const results = await Promise.all(Array.from({ length: 4 }, () => listAgents(slow, randomToken())));
+      expect(results.map((r) => r.status).sort()).toEqual([401, 401, 401, 503]);
+      expectError(results.find((r) => r.status === 503)!, 503, "unavailable", /introspection is busy.*waited 1000 ms/);
+      expect(idp.calls()).toBe(3);
+    });
+
     it("still coalesces concurrent requests with one token into one introspection", async () => {
       idp.script(() => ({ ...activeAnswer(), delayMs: 100 }));
       const token = randomToken();

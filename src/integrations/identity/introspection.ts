@@ -52,11 +52,13 @@ const OPERATOR_LOG_INTERVAL_MS = 60_000;
 const formEncode = (s: string) => encodeURIComponent(s).replace(/%20/g, "+");
 
 export function createIntrospectionAuthenticator(options: IntrospectionOptions): IntrospectionAuthenticator {
-  const settings = { ...INTROSPECTION_DEFAULTS, ...definedOnly(options) };
-  const accepted = new TokenCache<Principal>(settings.cacheMaxEntries);
-  const refused = new TokenCache<string>(settings.cacheMaxEntries);
+  const D = INTROSPECTION_DEFAULTS;
+  const rules = { audience: options.audience, clockToleranceSeconds: options.clockToleranceSeconds ?? D.clockToleranceSeconds };
+  const negativeTtlMs = (options.negativeCacheTtlSeconds ?? D.negativeCacheTtlSeconds) * 1000;
+  const accepted = new TokenCache<Principal>(options.cacheMaxEntries ?? D.cacheMaxEntries);
+  const refused = new TokenCache<string>(options.cacheMaxEntries ?? D.cacheMaxEntries);
   const inflight = new Map<string, Promise<Principal>>();
-  const gate = new ConcurrencyGate(settings.maxConcurrent, settings.maxQueued, options.timeoutMs);
+  const gate = new ConcurrencyGate(options.maxConcurrent ?? D.maxConcurrent, options.maxQueued ?? D.maxQueued, options.timeoutMs);
   const lastLogged = new Map<number, number>();
   const headers: Record<string, string> = {
     "content-type": "application/x-www-form-urlencoded",
@@ -89,7 +91,7 @@ export function createIntrospectionAuthenticator(options: IntrospectionOptions):
         redirect: "manual",
         signal: AbortSignal.timeout(options.timeoutMs),
       });
-      if (res.status === 200) return principalFromAnswer(await readBounded(res), settings);
+      if (res.status === 200) return principalFromAnswer(await readBounded(res), rules);
       const answer = classifyErrorAnswer(res.status, oauthErrorOf(await readBounded(res).catch(() => "")));
       if (answer.kind === "refused") throw unauthenticated(answer.message);
       if (answer.kind === "misconfigured") reportToOperator(res.status, answer.message);
@@ -110,7 +112,7 @@ export function createIntrospectionAuthenticator(options: IntrospectionOptions):
     } catch (err) {
       if (err instanceof GateBusy) throw unavailable(`token introspection is busy (${err.message}); try again shortly`);
       if (err instanceof ConnectError && err.code === Code.Unauthenticated)
-        refused.set(key, err.rawMessage, Date.now() + settings.negativeCacheTtlSeconds * 1000);
+        refused.set(key, err.rawMessage, Date.now() + negativeTtlMs);
       throw err;
     }
   }
@@ -134,9 +136,4 @@ export function createIntrospectionAuthenticator(options: IntrospectionOptions):
       return pending;
     },
   };
-}
-
-// Spreading `{ x: undefined }` over defaults would erase them.
-function definedOnly<T extends object>(o: T): Partial<T> {
-  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
