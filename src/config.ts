@@ -1,14 +1,14 @@
 // Configuration from AGENTPLANE_* environment variables. Every variable is
 // listed in the README's configuration table; keep the two in step.
 import { join, resolve } from "node:path";
-import type { IntrospectionOptions } from "./integrations/identity/introspection.js";
+import { INTROSPECTION_DEFAULTS, type IntrospectionOptions } from "./integrations/identity/introspection.js";
 import type { JwtOptions } from "./integrations/identity/jwt.js";
 import { DEFAULT_OUTBOUND, type OutboundOptions } from "./integrations/skill-pool-factory.js";
 import { AddressPolicy } from "./integrations/outbound/address-policy.js";
 
 export type AuthConfig =
   | ({ mode: "jwt" } & Required<Pick<JwtOptions, "issuer" | "audience" | "algorithms" | "clockToleranceSeconds">> & Pick<JwtOptions, "jwksUrl">)
-  | ({ mode: "introspection" } & IntrospectionOptions)
+  | ({ mode: "introspection" } & Omit<IntrospectionOptions, "log" | "cacheMaxEntries">)
   // The embedded issuer of `agentplane dev`; `serve` never selects it.
   | { mode: "dev"; audience: string; clockToleranceSeconds: number };
 
@@ -67,6 +67,12 @@ function int(env: Env, name: string, fallback: number, problems: string[]): numb
   return n;
 }
 
+function positiveInt(env: Env, name: string, fallback: number, problems: string[]): number {
+  const n = int(env, name, fallback, problems);
+  if (n < 1) problems.push(`${name} must be at least 1, got "${str(env, name)}"`);
+  return n;
+}
+
 function required(env: Env, name: string, why: string, problems: string[]): string {
   const v = str(env, name);
   if (v === undefined) problems.push(`${name} is required ${why}`);
@@ -99,7 +105,16 @@ function parseAuth(env: Env, problems: string[]): AuthConfig {
         bearer: str(env, "AGENTPLANE_INTROSPECTION_BEARER"),
         audience: str(env, "AGENTPLANE_INTROSPECTION_AUDIENCE"),
         cacheTtlSeconds: int(env, "AGENTPLANE_INTROSPECTION_CACHE_TTL_SECONDS", 60, problems),
+        negativeCacheTtlSeconds: int(
+          env,
+          "AGENTPLANE_INTROSPECTION_NEGATIVE_CACHE_SECONDS",
+          INTROSPECTION_DEFAULTS.negativeCacheTtlSeconds,
+          problems,
+        ),
         timeoutMs: int(env, "AGENTPLANE_INTROSPECTION_TIMEOUT_MS", 5000, problems),
+        clockToleranceSeconds,
+        maxConcurrent: positiveInt(env, "AGENTPLANE_INTROSPECTION_MAX_CONCURRENT", INTROSPECTION_DEFAULTS.maxConcurrent, problems),
+        maxQueued: int(env, "AGENTPLANE_INTROSPECTION_MAX_QUEUED", INTROSPECTION_DEFAULTS.maxQueued, problems),
       };
     }
     case undefined:

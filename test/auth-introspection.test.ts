@@ -27,7 +27,9 @@ describe("introspection authentication (opaque tokens, RFC 7662)", () => {
   let server: TestServer;
   const extra: TestServer[] = [];
 
-  const introspectionAuth = (overrides: { audience?: string; clientSecret?: string; cacheTtlSeconds?: number } = {}) =>
+  const introspectionAuth = (
+    overrides: { audience?: string; clientSecret?: string; cacheTtlSeconds?: number; negativeCacheTtlSeconds?: number } = {},
+  ) =>
     createAuthenticator({
       mode: "introspection",
       url: idp.introspectionEndpoint,
@@ -35,6 +37,7 @@ describe("introspection authentication (opaque tokens, RFC 7662)", () => {
       clientSecret: overrides.clientSecret ?? SERVICE.clientSecret,
       audience: overrides.audience ?? AUD,
       cacheTtlSeconds: overrides.cacheTtlSeconds ?? 60,
+      negativeCacheTtlSeconds: overrides.negativeCacheTtlSeconds,
       timeoutMs: 2000,
     });
 
@@ -109,10 +112,22 @@ describe("introspection authentication (opaque tokens, RFC 7662)", () => {
     expectError(await listAgents(other, await freshToken()), 401, "unauthenticated", /audience/);
   });
 
-  it("refuses an inactive token and never caches the refusal", async () => {
+  it("refuses an inactive token and asks the IdP once within the negative TTL (1,000 requests)", async () => {
     const token = unknownToken();
     const calls = await countIntrospections(async () => {
-      for (let i = 0; i < 3; i++) expectError(await listAgents(server, token), 401, "unauthenticated");
+      for (let batch = 0; batch < 10; batch++) {
+        const results = await Promise.all(Array.from({ length: 100 }, () => listAgents(server, token)));
+        for (const res of results) expectError(res, 401, "unauthenticated", /not active/);
+      }
+    });
+    expect(calls).toBe(1);
+  });
+
+  it("never caches a refusal when the negative TTL is 0", async () => {
+    const noNegative = await startExtra({ negativeCacheTtlSeconds: 0 });
+    const token = unknownToken();
+    const calls = await countIntrospections(async () => {
+      for (let i = 0; i < 3; i++) expectError(await listAgents(noNegative, token), 401, "unauthenticated");
     });
     expect(calls).toBe(3);
   });

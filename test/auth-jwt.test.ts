@@ -269,7 +269,7 @@ describe("key rotation", () => {
     keyA = await newKey("key-a", "RS256");
     keyB = await newKey("key-b", "ES256"); // rotation may change the algorithm too
     jwks = await startJwksServer([keyA.publicJwk]);
-    rotating = await startServer({ authenticator: createAuthenticator(jwtAuth(ISSUER, jwks.url), 0) });
+    rotating = await startServer({ authenticator: createAuthenticator(jwtAuth(ISSUER, jwks.url), { jwksCooldownMs: 0 }) });
     await rotating.seedTenant("rot", [{ subject: SUBJECT, role: "viewer" }]);
   });
   afterAll(async () => {

@@ -8,6 +8,7 @@ import { loadConfig, loadStoreConfig, type Config, type StoreConfig } from "../c
 import { DevIssuer } from "../integrations/identity/dev-issuer.js";
 import { createAuthenticator, type Authenticator } from "../integrations/identity/index.js";
 import { SecretBox } from "../lib/secret-box.js";
+import type { Logger } from "pino";
 import { createLogger } from "../log.js";
 import { createPlatform } from "../service/platform.js";
 import { createSkillPool } from "../integrations/skill-pool-factory.js";
@@ -76,8 +77,13 @@ export async function memberAdd(
   console.log(`added ${member?.subject} to ${tenant} as ${role}`);
 }
 
-async function serveWith(config: Config, authenticator: Authenticator, secrets: SecretBox, devIssuer?: DevIssuer) {
-  const logger = createLogger(config.logLevel);
+async function serveWith(
+  config: Config,
+  logger: Logger,
+  authenticator: Authenticator,
+  secrets: SecretBox,
+  devIssuer?: DevIssuer,
+) {
   const store = openStore(config);
   const app = await buildApp({
     store,
@@ -119,7 +125,8 @@ async function serveWith(config: Config, authenticator: Authenticator, secrets: 
 export async function serve(): Promise<void> {
   const config = loadConfig();
   if (config.auth.mode === "dev") throw new Error("unreachable: serve never runs the dev issuer");
-  await serveWith(config, createAuthenticator(config.auth), SecretBox.fromBase64(config.secretKey!));
+  const logger = createLogger(config.logLevel);
+  await serveWith(config, logger, createAuthenticator(config.auth, { log: logger }), SecretBox.fromBase64(config.secretKey!));
 }
 
 // The dev secret key is generated once and kept in the data dir, so sealed
@@ -138,7 +145,7 @@ export async function dev(): Promise<void> {
   if (config.auth.mode !== "dev") throw new Error("unreachable");
   const issuer = await DevIssuer.load(config.dataDir, config.publicUrl, config.auth.audience);
   const secrets = SecretBox.fromBase64(config.secretKey ?? devSecretKey(config.dataDir));
-  const { store } = await serveWith(config, issuer.authenticator(config.auth.clockToleranceSeconds), secrets, issuer);
+  const { store } = await serveWith(config, createLogger(config.logLevel), issuer.authenticator(config.auth.clockToleranceSeconds), secrets, issuer);
   if (!(await store.tenants.get("dev"))) {
     const platform = createPlatform({ store, secrets, authenticator: issuer.authenticator(0), skills: createSkillPool(), sandbox: new ExpressionSandbox() });
     await platform.invokeAsOperator("createTenant", { $typeName: "platform.v1.CreateTenantRequest", tenant: { $typeName: "platform.v1.Tenant", id: "", slug: "dev", displayName: "Development" } });

@@ -1,3 +1,4 @@
+import type { Logger } from "pino";
 import type { AuthConfig } from "../../config.js";
 import { createIntrospectionAuthenticator } from "./introspection.js";
 import { createJwtAuthenticator } from "./jwt.js";
@@ -5,7 +6,15 @@ import type { Authenticator } from "./principal.js";
 
 export type { Authenticator, Principal } from "./principal.js";
 
+export interface AuthenticatorExtras {
+  jwksCooldownMs?: number;
+  // Where identity provider problems only the operator can fix are reported.
+  log?: Pick<Logger, "error">;
+}
+
 // `dev` is built by the CLI from its DevIssuer; here only the real modes.
-export function createAuthenticator(auth: Exclude<AuthConfig, { mode: "dev" }>, jwksCooldownMs?: number): Authenticator {
-  return auth.mode === "jwt" ? createJwtAuthenticator({ ...auth, jwksCooldownMs }) : createIntrospectionAuthenticator(auth);
+export function createAuthenticator(auth: Exclude<AuthConfig, { mode: "dev" }>, extras: AuthenticatorExtras = {}): Authenticator {
+  return auth.mode === "jwt"
+    ? createJwtAuthenticator({ ...auth, jwksCooldownMs: extras.jwksCooldownMs })
+    : createIntrospectionAuthenticator({ ...auth, log: extras.log });
 }

@@ -1,6 +1,9 @@
 import { createHash } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { principalFromClaims, type Authenticator, type Principal } from "./principal.js";
+import type { Logger } from "pino";
+import { ConcurrencyGate, GateBusy } from "./concurrency-gate.js";
+import { classifyErrorAnswer, oauthErrorOf, principalFromAnswer, readBounded, unauthenticated, unavailable } from "./introspection-answer.js";
+import type { Authenticator, Principal } from "./principal.js";
 import { TokenCache } from "./token-cache.js";
 
 export interface IntrospectionOptions {
@@ -12,23 +15,51 @@ export interface IntrospectionOptions {
   // When set, `aud` must contain it.
   audience?: string;
   cacheTtlSeconds: number;
+  // How long a refusal (inactive, expired, not for us) is reused; 0 never.
+  negativeCacheTtlSeconds?: number;
+  // Entries per cache (accepted and refused tokens are kept apart, so a flood
+  // of random tokens cannot evict the valid ones).
+  cacheMaxEntries?: number;
   timeoutMs: number;
+  // Leeway for `nbf`.
+  clockToleranceSeconds?: number;
+  // Introspection requests in flight at once, and how many more may wait
+  // (each at most `timeoutMs`); beyond that callers get `unavailable` at once.
+  maxConcurrent?: number;
+  maxQueued?: number;
+  // Where problems only the operator can fix (credentials, URL) are reported.
+  log?: Pick<Logger, "error">;
 }
+
+export const INTROSPECTION_DEFAULTS = {
+  negativeCacheTtlSeconds: 10,
+  cacheMaxEntries: 10_000,
+  clockToleranceSeconds: 60,
+  maxConcurrent: 32,
+  maxQueued: 256,
+} as const;
 
 export interface IntrospectionAuthenticator extends Authenticator {
   // How many introspection requests were sent (metrics, tests).
   readonly lookups: number;
 }
 
-const unavailable = (message: string) => new ConnectError(message, Code.Unavailable);
-const unauthenticated = (message: string) => new ConnectError(message, Code.Unauthenticated);
+// The same operator problem is logged at most this often, so a flood of
+// requests under a broken configuration does not flood the log.
+const OPERATOR_LOG_INTERVAL_MS = 60_000;
 
 // RFC 6749 §2.3.1: Basic credentials are form-urlencoded before base64.
 const formEncode = (s: string) => encodeURIComponent(s).replace(/%20/g, "+");
 
 export function createIntrospectionAuthenticator(options: IntrospectionOptions): IntrospectionAuthenticator {
-  const cache = new TokenCache();
+  const D = INTROSPECTION_DEFAULTS;
+  const rules = { audience: options.audience, clockToleranceSeconds: options.clockToleranceSeconds ?? D.clockToleranceSeconds };
+  const negativeTtlMs = (options.negativeCacheTtlSeconds ?? D.negativeCacheTtlSeconds) * 1000;
+  const accepted = new TokenCache<Principal>(options.cacheMaxEntries ?? D.cacheMaxEntries);
+  const refused = new TokenCache<string>(options.cacheMaxEntries ?? D.cacheMaxEntries);
   const inflight = new Map<string, Promise<Principal>>();
+  const gate = new ConcurrencyGate(options.maxConcurrent ?? D.maxConcurrent, options.maxQueued ?? D.maxQueued, options.timeoutMs);
+  const lastLogged = new Map<number, number>();
   const headers: Record<string, string> = {
     "content-type": "application/x-www-form-urlencoded",
     accept: "application/json",
@@ -39,58 +70,68 @@ export function createIntrospectionAuthenticator(options: IntrospectionOptions):
   else if (options.bearer !== undefined) headers.authorization = `Bearer ${options.bearer}`;
   let lookups = 0;
 
+  function reportToOperator(status: number, message: string): void {
+    const now = Date.now();
+    if (now - (lastLogged.get(status) ?? -Infinity) < OPERATOR_LOG_INTERVAL_MS) return;
+    lastLogged.set(status, now);
+    options.log?.error(
+      { status, introspectionUrl: options.url },
+      `${message}: the identity provider refuses this service's introspection requests; check the introspection URL and credentials`,
+    );
+  }
+
   async function introspect(token: string): Promise<Principal> {
     lookups++;
-    let res: Response;
     try {
-      res = await fetch(options.url, {
+      const res = await fetch(options.url, {
         method: "POST",
         headers,
         body: new URLSearchParams({ token, token_type_hint: "access_token" }),
+        // A redirect would resend the token to wherever the IdP points.
+        redirect: "manual",
         signal: AbortSignal.timeout(options.timeoutMs),
       });
+      if (res.status === 200) return principalFromAnswer(await readBounded(res), rules);
+      const answer = classifyErrorAnswer(res.status, oauthErrorOf(await readBounded(res).catch(() => "")));
+      if (answer.kind === "refused") throw unauthenticated(answer.message);
+      if (answer.kind === "misconfigured") reportToOperator(res.status, answer.message);
+      throw unavailable(answer.message);
     } catch (err) {
+      if (err instanceof ConnectError) throw err;
       throw unavailable(`token introspection failed: ${(err as Error).message}`);
     }
-    if (!res.ok) throw unavailable(`token introspection answered HTTP ${res.status}`);
-    let body: Record<string, unknown>;
+  }
+
+  // One look-up per distinct token, through the gate; its outcome is cached.
+  async function lookup(key: string, token: string): Promise<Principal> {
     try {
-      body = (await res.json()) as Record<string, unknown>;
-    } catch {
-      throw unavailable("token introspection answered with a body that is not JSON");
+      const principal = await gate.run(() => introspect(token));
+      const ttlDeadline = Date.now() + options.cacheTtlSeconds * 1000;
+      accepted.set(key, principal, Math.min(principal.expiresAt ?? ttlDeadline, ttlDeadline));
+      return principal;
+    } catch (err) {
+      if (err instanceof GateBusy) throw unavailable(`token introspection is busy (${err.message}); try again shortly`);
+      if (err instanceof ConnectError && err.code === Code.Unauthenticated)
+        refused.set(key, err.rawMessage, Date.now() + negativeTtlMs);
+      throw err;
     }
-    if (body.active !== true) throw unauthenticated("token is not active");
-    // Some providers answer `active: true` for refresh tokens too.
-    const kind = [body.token_use, body.token_type].find((v) => typeof v === "string") as string | undefined;
-    if (kind !== undefined && /refresh/i.test(kind)) throw unauthenticated("a refresh token is not an access token");
-    const expiresAt = typeof body.exp === "number" ? body.exp * 1000 : undefined;
-    if (expiresAt !== undefined && expiresAt <= Date.now()) throw unauthenticated("token has expired");
-    if (options.audience !== undefined) {
-      const aud = Array.isArray(body.aud) ? body.aud : [body.aud];
-      if (!aud.includes(options.audience)) throw unauthenticated(`token audience does not include ${options.audience}`);
-    }
-    const principal = principalFromClaims(body, expiresAt);
-    if (!principal) throw unauthenticated("token has neither sub nor client_id");
-    return principal;
   }
 
   return {
     get lookups() {
       return lookups;
     },
-    async authenticate(token) {
-      // Keyed by digest so the cache never holds a usable token.
+    authenticate(token) {
+      // Keyed by digest so the caches never hold a usable token.
       const key = createHash("sha256").update(token).digest("base64url");
-      const cached = cache.get(key);
-      if (cached) return cached;
+      const principal = accepted.get(key);
+      if (principal) return Promise.resolve(principal);
+      const refusal = refused.get(key);
+      if (refusal !== undefined) return Promise.reject(unauthenticated(refusal));
       let pending = inflight.get(key);
       if (!pending) {
-        pending = introspect(token).finally(() => inflight.delete(key));
+        pending = lookup(key, token).finally(() => inflight.delete(key));
         inflight.set(key, pending);
-        const principal = await pending;
-        const ttlDeadline = Date.now() + options.cacheTtlSeconds * 1000;
-        cache.set(key, principal, Math.min(principal.expiresAt ?? ttlDeadline, ttlDeadline));
-        return principal;
       }
       return pending;
     },

@@ -33,7 +33,7 @@ const ACCEPTED_TYP = new Set(["jwt", "at+jwt", "application/at+jwt"]);
 const unauthenticated = (message: string) => new ConnectError(message, Code.Unauthenticated);
 
 export function createJwtAuthenticator(options: JwtOptions): Authenticator {
-  const cache = new TokenCache();
+  const cache = new TokenCache<Principal>();
   let keySet: Promise<JWTVerifyGetKey> | undefined = options.keySet && Promise.resolve(options.keySet);
   const timeoutDuration = options.fetchTimeoutMs ?? 5000;
 
@@ -102,9 +102,7 @@ async function verifyWithCandidates(
 }
 
 function toPrincipal(payload: JWTPayload): Principal {
-  const principal = principalFromClaims(payload, (payload.exp ?? 0) * 1000);
-  if (!principal) throw unauthenticated("token has neither sub nor client_id");
-  return principal;
+  return principalFromClaims(payload, (payload.exp ?? 0) * 1000);
 }
 
 async function discoverJwksUrl(issuer: string, timeoutMs: number): Promise<string> {

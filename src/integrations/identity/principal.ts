@@ -1,3 +1,5 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+
 // What an authenticated caller is, whichever identity provider vouched for it.
 export interface Principal {
   // Token `sub`, or `client_id` when the token has none.
@@ -14,9 +16,14 @@ export interface Authenticator {
   authenticate(token: string): Promise<Principal>;
 }
 
-export function principalFromClaims(claims: Record<string, unknown>, expiresAt?: number): Principal | undefined {
+// Throws `unauthenticated` when the token names no subject. A `sub` that is
+// present but not a non-empty string refuses the token rather than falling
+// back to `client_id`: a user's token must never act as its client.
+export function principalFromClaims(claims: Record<string, unknown>, expiresAt?: number): Principal {
+  if (claims.sub !== undefined && (typeof claims.sub !== "string" || claims.sub === ""))
+    throw new ConnectError("token claim \"sub\" must be a non-empty string", Code.Unauthenticated);
   const subject = [claims.sub, claims.client_id, claims.azp].find((v) => typeof v === "string" && v !== "");
-  if (typeof subject !== "string") return undefined;
+  if (typeof subject !== "string") throw new ConnectError("token has neither sub nor client_id", Code.Unauthenticated);
   return { subject, scopes: scopesOf(claims), claims, expiresAt };
 }
 

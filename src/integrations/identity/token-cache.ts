@@ -1,29 +1,27 @@
-import type { Principal } from "./principal.js";
-
-// A bounded map of validated tokens to principals, each entry kept no longer
-// than its own deadline. Oldest entries go first when full (Map keeps
-// insertion order).
-export class TokenCache {
-  readonly #entries = new Map<string, { principal: Principal; until: number }>();
+// A bounded map from token digests to what is known about the token, each
+// entry kept no longer than its own deadline. When full, the least recently
+// used entry goes (Map keeps insertion order; a hit moves the entry to the end).
+export class TokenCache<T> {
+  readonly #entries = new Map<string, { value: T; until: number }>();
 
   constructor(readonly maxEntries = 10_000) {}
 
-  get(key: string, now = Date.now()): Principal | undefined {
+  get(key: string, now = Date.now()): T | undefined {
     const hit = this.#entries.get(key);
     if (!hit) return undefined;
-    if (hit.until <= now) {
-      this.#entries.delete(key);
-      return undefined;
-    }
-    return hit.principal;
+    this.#entries.delete(key);
+    if (hit.until <= now) return undefined;
+    this.#entries.set(key, hit);
+    return hit.value;
   }
 
-  set(key: string, principal: Principal, until: number): void {
-    if (until <= Date.now()) return;
+  set(key: string, value: T, until: number): void {
+    if (until <= Date.now() || this.maxEntries < 1) return;
+    this.#entries.delete(key);
     if (this.#entries.size >= this.maxEntries) {
       const oldest = this.#entries.keys().next();
       if (!oldest.done) this.#entries.delete(oldest.value);
     }
-    this.#entries.set(key, { principal, until });
+    this.#entries.set(key, { value, until });
   }
 }
