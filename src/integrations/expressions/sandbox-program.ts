@@ -37,24 +37,38 @@ export interface SandboxChannel {
   answer(answer: SandboxAnswer): void;
 }
 
+// What an evaluation produced, as it leaves the evaluator: only plain JSON
+// (no functions, no sequences' extra properties); a filter's answer is true
+// only for a boolean true. Self-contained: the sandbox gets it as source text.
+export function settle(value: unknown, mode: SandboxJob["mode"]): Outcome {
+  if (mode === "filter") return { ok: true, value: value === true };
+  // Functions and JSONata lambdas (which carry their environment) are dropped.
+  const plain = (_key: string, v: unknown) => (typeof v === "function" || (v as { _jsonata_lambda?: boolean } | null)?._jsonata_lambda ? undefined : v);
+  return { ok: true, value: value === undefined ? undefined : JSON.parse(JSON.stringify(value, plain)) };
+}
+
+// JSONata's guardrail errors as overrun kinds. Self-contained, as above.
+export function classifyFailure(err: unknown): Outcome {
+  const e = err as { code?: string; message?: string } | undefined;
+  const message = String(e?.message ?? err).slice(0, 300);
+  if (e?.code === "D1012") return { ok: false, kind: "timeout", message };
+  if (e?.code === "D1011" || err instanceof RangeError) return { ok: false, kind: "depth", message };
+  if (e?.code === "D2014" || e?.code === "D2015") return { ok: false, kind: "limit", message };
+  return { ok: false, kind: "error", message };
+}
+
+export interface Evaluation {
+  jsonata: typeof jsonataType;
+  RegexEngine: new (literal: RegExp) => unknown;
+  settle: typeof settle;
+  classifyFailure: typeof classifyFailure;
+}
+
 // Runs in the sandbox process. It is shipped as source text (below), so it
 // closes over nothing: everything it uses arrives as a parameter.
-export function serveExpressions(
-  channel: SandboxChannel,
-  data: SandboxWorkerData,
-  jsonata: typeof jsonataType,
-  RegexEngine: new (literal: RegExp) => unknown,
-): void {
+export function serveExpressions(channel: SandboxChannel, data: SandboxWorkerData, { jsonata, RegexEngine, settle, classifyFailure }: Evaluation): void {
   type Compiled = { expression: ReturnType<typeof jsonataType>; options: { timeout: number } };
   const compiled = new Map<string, Compiled>();
-  const classify = (err: unknown): Outcome => {
-    const e = err as { code?: string; message?: string };
-    const message = String(e?.message ?? err).slice(0, 300);
-    if (e?.code === "D1012") return { ok: false, kind: "timeout", message };
-    if (e?.code === "D1011" || err instanceof RangeError) return { ok: false, kind: "depth", message };
-    if (e?.code === "D2014" || e?.code === "D2015") return { ok: false, kind: "limit", message };
-    return { ok: false, kind: "error", message };
-  };
   const compile = (source: string): Compiled => {
     let entry = compiled.get(source);
     if (!entry) {
@@ -71,22 +85,20 @@ export function serveExpressions(
       try {
         const { expression, options } = compile(job.expressions[index]!);
         options.timeout = job.budgetMs;
-        const value: unknown = await expression.evaluate(job.input);
-        // Only plain JSON leaves the sandbox (no functions, no sequences' extra properties).
-        outcome = { ok: true, value: job.mode === "filter" ? value === true : value === undefined ? undefined : JSON.parse(JSON.stringify(value)) };
+        outcome = settle(await expression.evaluate(job.input), job.mode);
       } catch (err) {
-        outcome = classify(err);
+        outcome = classifyFailure(err);
       }
       channel.answer({ id: job.id, index, outcome });
     }
   });
 }
 
-// The sandbox process's program: the two functions above and below as
-// source, with jsonata and re2js loaded by the paths this process resolved.
-// Source text rather than a module path, so the same code runs compiled
-// (dist/) and from TypeScript under the test runner. Both compilers target
-// ES2022, so the text needs no helpers of theirs.
+// The sandbox process's program: the functions above as source text, with
+// jsonata and re2js loaded by the paths this process resolved. Source text
+// rather than a module path, so the same code runs compiled (dist/) and from
+// TypeScript under the test runner. Both compilers target ES2022, so the
+// text needs no helpers of theirs.
 export function sandboxProgram(data: SandboxWorkerData): string {
   const require = createRequire(import.meta.url);
   // `__name`: esbuild-based runners (tsx) wrap functions in it to keep names.
@@ -95,10 +107,13 @@ export function sandboxProgram(data: SandboxWorkerData): string {
     const jsonata = require(${JSON.stringify(require.resolve("jsonata"))});
     const { RE2JS } = require(${JSON.stringify(require.resolve("re2js"))});
     const linearRegExpClass = ${linearRegExpClass.toString()};
+    const settle = ${settle.toString()};
+    const classifyFailure = ${classifyFailure.toString()};
     // Orphaned (the service died): stop too.
     process.on("disconnect", () => process.exit(0));
     const channel = { onJob: (handle) => process.on("message", handle), answer: (a) => process.send(a) };
-    (${serveExpressions.toString()})(channel, ${JSON.stringify(data)}, jsonata, linearRegExpClass(RE2JS));
+    const evaluation = { jsonata, RegexEngine: linearRegExpClass(RE2JS), settle, classifyFailure };
+    (${serveExpressions.toString()})(channel, ${JSON.stringify(data)}, evaluation);
     process.send({ ready: true });
   `;
 }

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { InlineExpressions } from "./inline.js";
 import { sandboxProgram, type Outcome, type OverrunKind, type SandboxAnswer, type SandboxJob } from "./sandbox-program.js";
 
 export type { Outcome, OverrunKind } from "./sandbox-program.js";
@@ -14,6 +15,9 @@ export interface SandboxOptions {
   memoryMb: number;
   // Jobs one tenant may have waiting; past it, evaluate() refuses at once.
   maxQueuedPerTenant: number;
+  // Time slice of a bounded expression evaluated on the service's own thread
+  // before it is handed to a sandbox process instead (0: always a process).
+  inlineSliceMs: number;
   // Grace past an expression's budget before its process is killed (the
   // budget itself is checked between JSONata steps; this catches one step
   // that never returns, like a native sort of a huge array).
@@ -28,6 +32,7 @@ export const DEFAULT_SANDBOX: Omit<SandboxOptions, "onOverrun"> = {
   maxSequence: 1_000_000,
   memoryMb: 128,
   maxQueuedPerTenant: 1000,
+  inlineSliceMs: 5,
   hardKillSlackMs: 50,
 };
 
@@ -69,6 +74,7 @@ export class ExpressionSandbox {
   // Tenants with waiting jobs, in the order they are served.
   readonly #rotation: string[] = [];
   readonly #program: string;
+  readonly #inline: InlineExpressions;
   #nextId = 1;
   #watchdog?: NodeJS.Timeout;
   #closed = false;
@@ -76,12 +82,31 @@ export class ExpressionSandbox {
   constructor(options: Partial<SandboxOptions> = {}) {
     this.#o = { ...DEFAULT_SANDBOX, ...options };
     this.#program = sandboxProgram({ maxDepth: this.#o.maxDepth, maxSequence: this.#o.maxSequence });
+    this.#inline = new InlineExpressions(this.#o.maxDepth, this.#o.maxSequence);
     this.#slots = Array.from({ length: Math.max(1, this.#o.workers) }, () => ({ ready: false, startedAt: 0 }));
   }
 
   // Evaluates each expression on `input` within `budgetMs` each. Filters
-  // (`mode: "filter"`) yield true only for a boolean true result.
-  evaluate(tenant: string, expressions: string[], input: unknown, budgetMs: number, mode: SandboxJob["mode"]): Promise<Outcome[]> {
+  // (`mode: "filter"`) yield true only for a boolean true result. Bounded
+  // expressions (the common filter: navigation and comparisons) run here
+  // under the inline slice; the rest, and those that overran it, in a
+  // sandbox process.
+  async evaluate(tenant: string, expressions: string[], input: unknown, budgetMs: number, mode: SandboxJob["mode"]): Promise<Outcome[]> {
+    const results: (Outcome | undefined)[] = [];
+    const slice = Math.min(this.#o.inlineSliceMs, budgetMs);
+    for (const [i, source] of expressions.entries()) {
+      const compiled = slice > 0 ? this.#inline.accepts(source) : undefined;
+      if (compiled) results[i] = await this.#inline.evaluate(source, compiled, input, slice, mode);
+    }
+    const rest = expressions.flatMap((source, i) => (results[i] ? [] : [{ source, i }]));
+    if (rest.length) {
+      const outcomes = await this.#isolated(tenant, rest.map((r) => r.source), input, budgetMs, mode);
+      rest.forEach(({ i }, k) => (results[i] = outcomes[k]));
+    }
+    return results as Outcome[];
+  }
+
+  #isolated(tenant: string, expressions: string[], input: unknown, budgetMs: number, mode: SandboxJob["mode"]): Promise<Outcome[]> {
     if (this.#closed) return Promise.reject(new Error("the expression sandbox is closed"));
     if (expressions.length === 0) return Promise.resolve([]);
     let queue = this.#queues.get(tenant);

@@ -1,0 +1,84 @@
+// The expression sandbox itself (real child processes): where each kind of
+// expression runs, what a runaway one costs, and fairness between tenants.
+import { ExpressionSandbox } from "../src/integrations/expressions/sandbox.js";
+
+const ENDLESS = "( $f := function($x){ $f($x + 1) }; $f(0) )";
+
+describe("expression sandbox", () => {
+  let sandbox: ExpressionSandbox;
+  const overruns: string[] = [];
+
+  beforeAll(() => {
+    sandbox = new ExpressionSandbox({ workers: 2, maxQueuedPerTenant: 50, onOverrun: (mode, kind) => overruns.push(`${mode}:${kind}`) });
+    sandbox.warm();
+  });
+  afterAll(() => sandbox.close());
+
+  it("answers filters and values, JSON only", async () => {
+    const input = { payload: { total: 250, tags: ["a", "b"] } };
+    expect(await sandbox.evaluate("t", ["payload.total > 100", "payload.total", "$count(payload.tags)"], input, 1000, "filter")).toEqual([
+      { ok: true, value: true },
+      { ok: true, value: false }, // a number is not a yes
+      { ok: true, value: false },
+    ]);
+    expect(await sandbox.evaluate("t", ['{"n": payload.total, "f": function($x){$x}}', "[1..3]"], input, 1000, "value")).toEqual([
+      { ok: true, value: { n: 250 } },
+      { ok: true, value: [1, 2, 3] },
+    ]);
+    expect(await sandbox.evaluate("t", ["payload.(", "$undefinedFunction()"], input, 1000, "value")).toEqual([
+      { ok: false, kind: "error", message: expect.any(String) },
+      { ok: false, kind: "error", message: expect.any(String) },
+    ]);
+  });
+
+  it("hands a bounded expression that overruns its inline slice to a process, with the full budget", async () => {
+    const items = Array.from({ length: 60_000 }, (_, i) => ({ i }));
+    const [outcome] = await sandbox.evaluate("t", ["$count(payload.items[i > 59990]) = 9"], { payload: { items } }, 5000, "filter");
+    expect(outcome).toEqual({ ok: true, value: true });
+  });
+
+  it("cuts off an expression that never returns, and keeps serving", async () => {
+    const started = Date.now();
+    expect(await sandbox.evaluate("t", [ENDLESS, "1 = 1"], {}, 100, "filter")).toEqual([
+      { ok: false, kind: "timeout", message: expect.any(String) },
+      { ok: true, value: true },
+    ]);
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(overruns).toContain("filter:timeout");
+  });
+
+  it("cuts off a native step that never yields (a quadratic builtin) by killing its process", async () => {
+    const items = Array.from({ length: 30_000 }, (_, i) => ({ i }));
+    const started = Date.now();
+    const [outcome] = await sandbox.evaluate("t", ["$count($distinct(payload.items))"], { payload: { items } }, 100, "value");
+    expect(outcome).toMatchObject({ ok: false, kind: "timeout", message: expect.stringContaining("stopped") });
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(await sandbox.evaluate("t", ["1 + 1"], {}, 100, "value")).toEqual([{ ok: true, value: 2 }]);
+  });
+
+  it("survives an expression that exhausts its process's memory", async () => {
+    const [outcome] = await sandbox.evaluate("t", ["$length($join([1..900000].$pad('', 400), ''))"], {}, 10_000, "value");
+    expect(outcome).toMatchObject({ ok: false, kind: expect.stringMatching(/^(memory|timeout)$/) });
+    expect(await sandbox.evaluate("t", ["2 * 21"], {}, 100, "value")).toEqual([{ ok: true, value: 42 }]);
+  });
+
+  it("serves tenants round-robin: one tenant's queue of runaway filters delays another's by about one budget", async () => {
+    const flood = Array.from({ length: 20 }, () => sandbox.evaluate("noisy", [ENDLESS], {}, 100, "filter"));
+    await new Promise((r) => setTimeout(r, 50));
+    const started = Date.now();
+    // Not bounded, so it goes through the processes, behind the noisy queue.
+    expect(await sandbox.evaluate("quiet", ["$sum([1..3].($ * 2)) = 12"], {}, 100, "filter")).toEqual([{ ok: true, value: true }]);
+    const waited = Date.now() - started;
+    await Promise.all(flood);
+    // 20 noisy jobs at ~100 ms each on 2 processes is ~1 s in a FIFO; fair, the
+    // quiet one waits for at most the jobs already running (and a respawn).
+    expect(waited).toBeLessThan(600);
+  });
+
+  it("refuses at once past a tenant's waiting limit", async () => {
+    const jobs = Array.from({ length: 60 }, () => sandbox.evaluate("greedy", [ENDLESS], {}, 20, "filter").then(() => "done", (e: Error) => e.name));
+    const settled = await Promise.all(jobs);
+    expect(settled.filter((s) => s === "SandboxBacklogError").length).toBeGreaterThan(0);
+    expect(settled.filter((s) => s === "done").length).toBeGreaterThanOrEqual(50);
+  });
+});
