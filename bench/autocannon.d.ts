@@ -12,6 +12,12 @@ declare module "autocannon" {
     timeout?: number;
     // Load generation in this many worker threads (0: on the calling thread).
     workers?: number;
+    // Requests per second over all connections (unset: as fast as possible).
+    overallRate?: number;
+    // Replaces every `[<id>]` in the request (headers and body) with a new id.
+    idReplacement?: boolean;
+    // Each connection cycles through these, over the defaults above.
+    requests?: { method?: Options["method"]; headers?: Record<string, string>; body?: string }[];
   }
 
   // The percentile fields hdr-histogram-percentiles-obj adds (p2_5 … p99_999).
