@@ -9,6 +9,7 @@ import { createAuthenticator, type Authenticator } from "../integrations/identit
 import { SecretBox } from "../lib/secret-box.js";
 import { createLogger } from "../log.js";
 import { createPlatform } from "../service/platform.js";
+import { createOutboundFetch } from "../integrations/outbound/outbound.js";
 import { createSkillPool } from "../integrations/skill-pool-factory.js";
 import { createSqliteStore } from "../store/sqlite-store.js";
 
@@ -25,7 +26,7 @@ function openStore(config: StoreConfig = loadStoreConfig()) {
 function operatorPlatform() {
   const store = openStore();
   const deny: Authenticator = { authenticate: () => Promise.reject(new Error("not used by the CLI")) };
-  return { store, platform: createPlatform({ store, secrets: new SecretBox(randomBytes(32)), authenticator: deny, skills: createSkillPool() }) };
+  return { store, platform: createPlatform({ store, secrets: new SecretBox(randomBytes(32)), authenticator: deny, skills: createSkillPool(createOutboundFetch()) }) };
 }
 
 export async function migrate(): Promise<void> {
@@ -134,7 +135,7 @@ export async function dev(): Promise<void> {
   const secrets = SecretBox.fromBase64(config.secretKey ?? devSecretKey(config.dataDir));
   const { store } = await serveWith(config, issuer.authenticator(config.auth.clockToleranceSeconds), secrets, issuer);
   if (!(await store.tenants.get("dev"))) {
-    const platform = createPlatform({ store, secrets, authenticator: issuer.authenticator(0), skills: createSkillPool() });
+    const platform = createPlatform({ store, secrets, authenticator: issuer.authenticator(0), skills: createSkillPool(createOutboundFetch()) });
     await platform.invokeAsOperator("createTenant", { $typeName: "platform.v1.CreateTenantRequest", tenant: { $typeName: "platform.v1.Tenant", id: "", slug: "dev", displayName: "Development" } });
     await platform.invokeAsOperator(
       "addMember",
