@@ -169,6 +169,56 @@ describe("model providers go through the outbound guard", () => {
   });
 });
 
+describe("skill servers' error bodies stay out of errors", () => {
+  const page = "<html><body>proxy error at 10.1.2.3 SECRET-MARKER-SKILL</body></html>";
+
+  it.each([
+    [401, "skill_unauthorized"],
+    [500, "skill_error"],
+    [403, "skill_unauthorized"],
+  ])("keeps the status and kind of a %i, not its HTML page", async (status, kind) => {
+    const broken = await startRecorder((_req, res) => void res.writeHead(status, { "content-type": "text/html" }).end(page));
+    try {
+      const skill = await createSkill(open, { mcpUrl: `${broken.url}/mcp`, auth: { staticBearer: { token: "bearer-secret" } } });
+      expect(skill.toolsRefreshError).toContain(kind);
+      expect(skill.toolsRefreshError).toContain(`HTTP ${status}`);
+      expect(skill.toolsRefreshError).not.toContain("SECRET-MARKER");
+      const run = await runTool(open, skill.id as string, "echo", '{"text": "x"}');
+      expect(run.status).toBe("RUN_STATUS_FAILED");
+      expect(JSON.stringify(run)).not.toContain("SECRET-MARKER");
+    } finally {
+      await broken.close();
+    }
+  });
+
+  it("keeps a token endpoint's OAuth error, cleaned and short, and none of an HTML one", async () => {
+    let tokenAnswer: [number, string, string] = [400, "application/json", ""];
+    const as = await startRecorder((req, res) => {
+      if (req.url === "/.well-known/oauth-authorization-server")
+        return void res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ issuer: as.url, token_endpoint: `${as.url}/token` }));
+      if (req.url === "/token") return void res.writeHead(tokenAnswer[0], { "content-type": tokenAnswer[1] }).end(tokenAnswer[2]);
+      res.writeHead(404).end();
+    });
+    const mcp = await startOAuthMcp({ issuer: as.url, jwksUrl: `${as.url}/jwks`, requiredScope: SCOPE });
+    try {
+      const auth = { oauth: { issuer: as.url, clientId: "agentplane", clientSecret: "s3cret" } };
+      tokenAnswer = [400, "application/json", JSON.stringify({ error: "invalid_client", error_description: "client\u001b[31m unknown " + "x".repeat(500) })];
+      const json = await createSkill(open, { mcpUrl: mcp.url, auth });
+      expect(json.toolsRefreshError).toContain("skill_auth_failed (token request)");
+      expect(json.toolsRefreshError).toContain("HTTP 400 invalid_client: client [31m unknown");
+      expect(json.toolsRefreshError).not.toContain("\u001b");
+      expect((json.toolsRefreshError as string).length).toBeLessThan(400);
+      tokenAnswer = [500, "text/html", page];
+      const html = await createSkill(open, { mcpUrl: mcp.url, auth });
+      expect(html.toolsRefreshError).toContain("HTTP 500");
+      expect(html.toolsRefreshError).not.toContain("SECRET-MARKER");
+    } finally {
+      await mcp.close();
+      await as.close();
+    }
+  });
+});
+
 describe("URL forms that reach loopback or metadata are refused", () => {
   let recorder: Awaited<ReturnType<typeof startRecorder>>;
   beforeAll(async () => {
