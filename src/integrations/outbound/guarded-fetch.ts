@@ -100,10 +100,13 @@ export function createGuardedFetch(options: GuardedFetchOptions): FetchLike {
       } as Parameters<typeof undiciFetch>[1])) as unknown as Response; // undici's Response is the web Response
       const location = res.status >= 300 && res.status < 400 ? res.headers.get("location") : null;
       if (location === null || mode === "manual") return limited(res);
+      const next = URL.canParse(location, url.href) ? new URL(location, url) : undefined;
+      if (mode === "error") {
+        await res.body?.cancel();
+        throw new RedirectRefusedError(`${url.origin} answered HTTP ${res.status} redirecting to ${next?.origin ?? "an invalid location"}; redirects are not followed for this request`);
+      }
+      if (!next || (method !== "GET" && method !== "HEAD") || hop >= (options.maxRedirects ?? 3)) return limited(res);
       await res.body?.cancel();
-      const next = new URL(location, url);
-      if (mode === "error") throw new RedirectRefusedError(`${url.origin} answered HTTP ${res.status} redirecting to ${next.origin}; redirects are not followed for this request`);
-      if ((method !== "GET" && method !== "HEAD") || hop >= (options.maxRedirects ?? 3)) return limited(res);
       if (next.origin !== url.origin) headers = forOrigin(headers);
       url = next;
     }
