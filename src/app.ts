@@ -12,7 +12,9 @@ import { h2cServerFactory } from "./surfaces/h2c-server.js";
 import { healthSurface } from "./surfaces/health.js";
 import { mcpSurface } from "./surfaces/mcp.js";
 import { VERSION } from "./version.js";
-import { createSkillPool, type OutboundOptions } from "./integrations/skill-pool-factory.js";
+import { createChatModel } from "./integrations/model/chat-model.js";
+import { createOutboundFetch, DEFAULT_OUTBOUND, type OutboundOptions } from "./integrations/outbound/outbound.js";
+import { createSkillPool } from "./integrations/skill-pool-factory.js";
 import type { SkillPool } from "./integrations/mcp-client/skill-pool.js";
 import { restSurface } from "./surfaces/rest.js";
 import { webhookSurface } from "./surfaces/webhooks.js";
@@ -83,7 +85,10 @@ export async function buildApp(options: AppOptions): Promise<App> {
     return503OnClosing: true,
   });
   const log = options.logger;
-  const skills = createSkillPool(options.outbound);
+  // One guard for everything the service fetches on a tenant's behalf.
+  const outbound = options.outbound ?? DEFAULT_OUTBOUND;
+  const guardedFetch = createOutboundFetch(outbound);
+  const skills = createSkillPool(guardedFetch, outbound);
   const metrics = createMetrics();
   const sandbox = new ExpressionSandbox({
     ...options.expressions?.sandbox,
@@ -118,6 +123,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
         store: options.store,
         secrets: options.secrets,
         tools: createToolCaller(skills, options.secrets),
+        models: createChatModel({ fetch: guardedFetch }),
         log,
         sandbox,
         stepBudgetMs: options.expressions?.stepBudgetMs ?? DEFAULT_STEP_BUDGET_MS,

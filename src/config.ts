@@ -3,7 +3,7 @@
 import { join, resolve } from "node:path";
 import { INTROSPECTION_DEFAULTS, type IntrospectionOptions } from "./integrations/identity/introspection.js";
 import type { JwtOptions } from "./integrations/identity/jwt.js";
-import { DEFAULT_OUTBOUND, type OutboundOptions } from "./integrations/skill-pool-factory.js";
+import { DEFAULT_OUTBOUND, type OutboundOptions } from "./integrations/outbound/outbound.js";
 import { AddressPolicy } from "./integrations/outbound/address-policy.js";
 
 export type AuthConfig =

@@ -89,7 +89,7 @@ async function seed(app: App, slug: string, sources: number, triggers: [string, 
   const tokens: string[] = [];
   for (let i = 0; i < sources; i++) {
     const created = await op.invokeAsOperator("createWebhookSource", create(CreateWebhookSourceRequestSchema, { webhookSource: { name: `s${i}` } }), slug);
-    tokens.push(created.token);
+    tokens.push(created.token!);
   }
   for (const [eventTypePattern, filter] of triggers)
     await op.invokeAsOperator(

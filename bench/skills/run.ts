@@ -19,6 +19,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { SkillClient } from "../../src/integrations/mcp-client/skill-client.js";
 import type { SkillPool } from "../../src/integrations/mcp-client/skill-pool.js";
+import { createOutboundFetch } from "../../src/integrations/outbound/outbound.js";
 import { createSkillPool } from "../../src/integrations/skill-pool-factory.js";
 import { positiveInt } from "../lib/env.js";
 import { describeHost, runBench } from "../lib/run.js";
@@ -161,7 +162,7 @@ async function main(): Promise<void> {
     await preflight(server);
 
     // agentplane, exactly as the runtime builds it (loopback allowed for the bench).
-    pool = createSkillPool({ allow: ["127.0.0.0/8"], discoveryTimeoutMs: 10_000, callTimeoutMs: CALL_TIMEOUT_MS, maxResponseBytes: 4 << 20 });
+    pool = createSkillPool(createOutboundFetch({ allow: ["127.0.0.0/8"], maxResponseBytes: 4 << 20 }), { discoveryTimeoutMs: 10_000, callTimeoutMs: CALL_TIMEOUT_MS });
     const skill: SkillClient = await pool.client({
       key: "bench@1",
       url: server.mcpUrl,

@@ -11,6 +11,7 @@ import { SecretBox } from "../lib/secret-box.js";
 import type { Logger } from "pino";
 import { createLogger } from "../log.js";
 import { createPlatform } from "../service/platform.js";
+import { createOutboundFetch } from "../integrations/outbound/outbound.js";
 import { createSkillPool } from "../integrations/skill-pool-factory.js";
 import { createSqliteStore } from "../store/sqlite-store.js";
 
@@ -27,7 +28,10 @@ function openStore(config: StoreConfig = loadStoreConfig()) {
 function operatorPlatform() {
   const store = openStore();
   const deny: Authenticator = { authenticate: () => Promise.reject(new Error("not used by the CLI")) };
-  return { store, platform: createPlatform({ store, secrets: new SecretBox(randomBytes(32)), authenticator: deny, skills: createSkillPool(), sandbox: new ExpressionSandbox() }) };
+  return {
+    store,
+    platform: createPlatform({ store, secrets: new SecretBox(randomBytes(32)), authenticator: deny, skills: createSkillPool(createOutboundFetch()), sandbox: new ExpressionSandbox() }),
+  };
 }
 
 export async function migrate(): Promise<void> {
@@ -147,7 +151,13 @@ export async function dev(): Promise<void> {
   const secrets = SecretBox.fromBase64(config.secretKey ?? devSecretKey(config.dataDir));
   const { store } = await serveWith(config, createLogger(config.logLevel), issuer.authenticator(config.auth.clockToleranceSeconds), secrets, issuer);
   if (!(await store.tenants.get("dev"))) {
-    const platform = createPlatform({ store, secrets, authenticator: issuer.authenticator(0), skills: createSkillPool(), sandbox: new ExpressionSandbox() });
+    const platform = createPlatform({
+      store,
+      secrets,
+      authenticator: issuer.authenticator(0),
+      skills: createSkillPool(createOutboundFetch()),
+      sandbox: new ExpressionSandbox(),
+    });
     await platform.invokeAsOperator("createTenant", { $typeName: "platform.v1.CreateTenantRequest", tenant: { $typeName: "platform.v1.Tenant", id: "", slug: "dev", displayName: "Development" } });
     await platform.invokeAsOperator(
       "addMember",

@@ -1,6 +1,7 @@
 import { SkillError } from "../integrations/mcp-client/errors.js";
 import type { SkillAuthConfig } from "../integrations/mcp-client/skill-pool.js";
-import { createSkillPool, DEFAULT_OUTBOUND } from "../integrations/skill-pool-factory.js";
+import { createOutboundFetch, DEFAULT_OUTBOUND } from "../integrations/outbound/outbound.js";
+import { createSkillPool } from "../integrations/skill-pool-factory.js";
 
 export interface ProbeOptions {
   url: string;
@@ -23,7 +24,7 @@ export async function probeSkill(options: ProbeOptions): Promise<number> {
       throw new Error("OAuth probing needs --issuer, --client-id and --client-secret");
     auth = { mode: "oauth", issuer: options.issuer, clientId: options.clientId, clientSecret: options.clientSecret, scopes: options.scopes, audience: options.audience ?? "" };
   }
-  const pool = createSkillPool({ ...DEFAULT_OUTBOUND, allow: options.allow });
+  const pool = createSkillPool(createOutboundFetch({ ...DEFAULT_OUTBOUND, allow: options.allow }));
   try {
     const client = await pool.connectOnce({ key: "probe", url: options.url, auth });
     const tools = await client.listTools();

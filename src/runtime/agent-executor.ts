@@ -1,6 +1,6 @@
-import OpenAI from "openai";
 import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
 import type { Logger } from "pino";
+import { ModelError, type ChatModel } from "../integrations/model/chat-model.js";
 import type { SecretBox } from "../lib/secret-box.js";
 import { agentSecretContext } from "../service/agents.js";
 import type { AgentRow, RunRow, RunStepRecord, SkillRow } from "../store/schema.js";
@@ -13,6 +13,7 @@ export interface AgentExecutorOptions {
   store: Store;
   secrets: SecretBox;
   tools: ToolCaller;
+  models: ChatModel;
   log: Logger;
   // Step arguments run in the expression sandbox, each within this budget
   // (and never past the run's own timeout).
@@ -24,7 +25,7 @@ class StepFailed extends Error {}
 
 // Runs an agent: a deterministic plan of tool calls, or a model loop over the
 // tools of its skills. Every call is recorded as a step on the run.
-export function createAgentExecutor({ store, secrets, tools, log, sandbox, stepBudgetMs }: AgentExecutorOptions): Executor {
+export function createAgentExecutor({ store, secrets, tools, models, log, sandbox, stepBudgetMs }: AgentExecutorOptions): Executor {
   async function context(run: RunRow) {
     const event = run.eventId ? await store.events.get(run.tenantId, run.eventId) : undefined;
     return {
@@ -76,7 +77,7 @@ export function createAgentExecutor({ store, secrets, tools, log, sandbox, stepB
   async function model(agent: AgentRow, run: RunRow, ctx: ExecutionContext, signal: AbortSignal): Promise<ExecutionResult> {
     const config = agent.spec.model!;
     const apiKey = agent.modelApiKey ? secrets.open(agent.modelApiKey, agentSecretContext(agent.id)) : "unset";
-    const client = new OpenAI({ baseURL: config.baseUrl, apiKey, maxRetries: 2 });
+    const endpoint = { baseUrl: config.baseUrl, apiKey, model: config.model };
     // Tools are offered as `<skill name>__<tool>`, sanitized to what the API accepts.
     const offered = new Map<string, { skill: SkillRow; tool: string }>();
     const definitions: ChatCompletionTool[] = [];
@@ -114,14 +115,9 @@ export function createAgentExecutor({ store, secrets, tools, log, sandbox, stepB
       const step: RunStepRecord = { kind: "model_call", skillId: "", tool: config.model, arguments: { messages: messages.length, tools: definitions.length }, error: "", startTime: started };
       let reply;
       try {
-        const completion = await client.chat.completions.create(
-          { model: config.model, messages, ...(definitions.length ? { tools: definitions } : {}) },
-          { signal },
-        );
-        reply = completion.choices[0]?.message;
-        if (!reply) throw new Error("the model answered without a choice");
+        reply = await models.complete(endpoint, { messages, tools: definitions }, signal);
       } catch (err) {
-        step.error = `model_error: ${(err as Error).message}`;
+        step.error = err instanceof ModelError ? err.message : `model_error: ${(err as Error).message}`;
         step.endTime = Date.now();
         await ctx.recordStep(step);
         if (signal.aborted) throw err;

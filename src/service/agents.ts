@@ -62,8 +62,11 @@ export function agentHandlers({ store, secrets, now, onRunsQueued }: ServiceDeps
     let modelApiKey: string | null = null;
     if (agent.model) {
       if (steps.length) throw invalidArgument("agent", "set either steps (deterministic) or model, not both");
+      const baseUrl = checkHttpUrl("agent.model.base_url", agent.model.baseUrl);
+      // Paths are appended to it; behind a `?` they would become the query.
+      if (baseUrl.href.includes("?")) throw invalidArgument("agent.model.base_url", "must not have a query (?)");
       model = {
-        baseUrl: checkHttpUrl("agent.model.base_url", agent.model.baseUrl).toString(),
+        baseUrl: baseUrl.toString(),
         model: requireText("agent.model.model", agent.model.model),
       };
       modelApiKey = agent.model.apiKey ? secrets.seal(agent.model.apiKey, agentSecretContext(id)) : previousKey;

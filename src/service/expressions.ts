@@ -54,5 +54,8 @@ export function checkHttpUrl(field: string, value: string): URL {
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") throw invalidArgument(field, "must be an http or https URL");
   if (url.username || url.password) throw invalidArgument(field, "must not carry credentials; use the auth settings");
+  // A fragment is never sent, yet a client that appends paths to a base URL
+  // (`…/v1#` + `/chat/completions`) would send its credentials to `…/v1`.
+  if (url.href.includes("#")) throw invalidArgument(field, "must not have a fragment (#)");
   return url;
 }

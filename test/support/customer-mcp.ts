@@ -51,12 +51,19 @@ export interface CustomerMcp {
   authorizedRequests(): number;
   /** Every tool invocation that reached a tool handler, in order. */
   toolCalls(): { name: string; arguments: unknown }[];
+  /** Authenticated requests answered with the `redirect` option's redirect. */
+  redirects(): number;
   close(): Promise<void>;
 }
 
 export interface CustomerMcpOptions {
   /** Listen on this port (e.g. one from reservePort()); default: any free port. */
   port?: number;
+  /**
+   * Authenticated /mcp requests with this method are answered `status`
+   * (default 302 for GET, 307 otherwise) with `Location: to` instead of MCP.
+   */
+  redirect?: { method: "GET" | "POST"; to: string; status?: number };
 }
 
 export interface OAuthMcpOptions extends CustomerMcpOptions {
@@ -205,6 +212,7 @@ type AuthDecision =
 
 interface HttpServerSetup {
   port: number | undefined;
+  redirect?: CustomerMcpOptions["redirect"];
   authenticate(req: IncomingMessage, mcpUrl: string): Promise<AuthDecision>;
   /** Extra routes (metadata); return true when handled. */
   extraRoute?(req: IncomingMessage, res: ServerResponse, path: string, mcpUrl: string): boolean;
@@ -247,6 +255,7 @@ async function startHttp(setup: HttpServerSetup): Promise<RunningServer> {
   const state: ToolState = { calls: [], timers: new Set() };
   let requests = 0;
   let authorized = 0;
+  let redirects = 0;
   let mcpUrl = "";
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
@@ -265,6 +274,11 @@ async function startHttp(setup: HttpServerSetup): Promise<RunningServer> {
       return;
     }
     authorized += 1;
+    if (setup.redirect && req.method === setup.redirect.method) {
+      redirects += 1;
+      res.writeHead(setup.redirect.status ?? (req.method === "GET" ? 302 : 307), { location: setup.redirect.to }).end();
+      return;
+    }
     const authedReq: IncomingMessage & { auth?: AuthInfo } = req;
     if (decision.authInfo !== undefined) authedReq.auth = decision.authInfo;
     await serveMcp(authedReq, res, state);
@@ -307,6 +321,7 @@ async function startHttp(setup: HttpServerSetup): Promise<RunningServer> {
       requests: () => requests,
       authorizedRequests: () => authorized,
       toolCalls: () => state.calls.map((c) => ({ ...c })),
+      redirects: () => redirects,
       close,
     },
   };
@@ -318,7 +333,7 @@ async function startHttp(setup: HttpServerSetup): Promise<RunningServer> {
 
 /** A customer MCP server without authentication. */
 export async function startOpenMcp(opts: CustomerMcpOptions = {}): Promise<CustomerMcp> {
-  const { mcp } = await startHttp({ port: opts.port, authenticate: async () => ({ ok: true }) });
+  const { mcp } = await startHttp({ port: opts.port, redirect: opts.redirect, authenticate: async () => ({ ok: true }) });
   return mcp;
 }
 
@@ -334,6 +349,7 @@ export async function startStaticBearerMcp(
 ): Promise<CustomerMcp> {
   const { mcp } = await startHttp({
     port: opts.port,
+    redirect: opts.redirect,
     authenticate: async (req) => {
       const match = /^Bearer (.+)$/i.exec(req.headers.authorization ?? "");
       if (match?.[1] === token) return { ok: true };
@@ -387,6 +403,7 @@ export async function startOAuthMcp(opts: OAuthMcpOptions): Promise<OAuthCustome
 
   const { base, mcp } = await startHttp({
     port: opts.port,
+    redirect: opts.redirect,
     extraRoute: (req, res, path, mcpUrl) => {
       if (path !== metadataPath) return false;
       metadataRequests += 1;

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { Role } from "../../gen/platform/v1/common_pb.js";
 import { buildApp, type App, type AppOptions, type RuntimeOptions } from "../../src/app.js";
 import { noopExecutor } from "../../src/runtime/executor.js";
-import { DEFAULT_OUTBOUND } from "../../src/integrations/skill-pool-factory.js";
+import { DEFAULT_OUTBOUND } from "../../src/integrations/outbound/outbound.js";
 import type { Authenticator } from "../../src/integrations/identity/index.js";
 import { SecretBox } from "../../src/lib/secret-box.js";
 import { createLogger } from "../../src/log.js";

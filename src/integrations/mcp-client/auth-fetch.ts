@@ -1,4 +1,5 @@
 import type { FetchLike } from "../outbound/guarded-fetch.js";
+import { jsonReason } from "../outbound/upstream-reason.js";
 import { SkillError } from "./errors.js";
 import { parseBearerChallenge, type OAuthSession } from "./oauth.js";
 
@@ -14,17 +15,11 @@ function withAuthorization(init: RequestInit | undefined, token: string): Reques
 }
 
 // A refusal is `skill_unauthorized`, with the server's JSON-RPC error when it
-// sent one (the seed's `-32000 Unauthorized` for a static token mismatch).
+// sent one (the seed's `-32000 Unauthorized` for a static token mismatch);
+// any other body is left out (see upstream-reason.ts).
 async function unauthorized(res: Response, what: string): Promise<SkillError> {
-  const text = await res.text().catch(() => "");
-  let detail = text.slice(0, 500);
-  try {
-    const body = JSON.parse(text) as { error?: { code?: number; message?: string } };
-    if (body.error) detail = `JSON-RPC error ${body.error.code}: ${body.error.message}`;
-  } catch {
-    // not JSON: keep the text
-  }
-  return new SkillError("skill_unauthorized", `${what}: HTTP ${res.status}${detail ? ` (${detail})` : ""}`);
+  const reason = jsonReason(await res.text().catch(() => ""));
+  return new SkillError("skill_unauthorized", `${what}: HTTP ${res.status}${reason ? ` (JSON-RPC error ${reason})` : ""}`);
 }
 
 // The fetch the MCP SDK client uses for one skill: it adds the skill's

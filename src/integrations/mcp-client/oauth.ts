@@ -1,4 +1,5 @@
 import type { FetchLike } from "../outbound/guarded-fetch.js";
+import { clean, jsonReason } from "../outbound/upstream-reason.js";
 import { SkillError } from "./errors.js";
 
 export interface OAuthSkillConfig {
@@ -32,14 +33,14 @@ async function getJson(fetch: FetchLike, url: string, timeoutMs: number, step: s
   try {
     res = await fetch(url, { headers: { accept: "application/json" }, signal: AbortSignal.timeout(timeoutMs) });
   } catch (err) {
-    throw authFailed(step, `GET ${url} failed: ${(err as Error).message}`);
+    throw authFailed(step, `GET ${clean(url)} failed: ${(err as Error).message}`);
   }
   if (res.status === 404) return undefined;
-  if (!res.ok) throw authFailed(step, `GET ${url} answered HTTP ${res.status}`);
+  if (!res.ok) throw authFailed(step, `GET ${clean(url)} answered HTTP ${res.status}`);
   try {
     return (await res.json()) as Record<string, unknown>;
   } catch {
-    throw authFailed(step, `GET ${url} did not answer JSON`);
+    throw authFailed(step, `GET ${clean(url)} did not answer JSON`);
   }
 }
 
@@ -103,12 +104,12 @@ export class OAuthSession {
     for (const url of candidates) if ((metadata = await getJson(this.fetch, url, this.discoveryTimeoutMs, "resource metadata"))) break;
     if (!metadata) throw authFailed("resource metadata", `no protected resource metadata at ${candidates.join(" or ")}`);
     if (typeof metadata.resource !== "string" || !sameResource(metadata.resource, this.config.mcpUrl))
-      throw authFailed("resource metadata", `metadata is for resource "${String(metadata.resource)}", not ${this.config.mcpUrl}`);
+      throw authFailed("resource metadata", `metadata is for resource "${clean(String(metadata.resource))}", not ${this.config.mcpUrl}`);
     const servers = Array.isArray(metadata.authorization_servers) ? (metadata.authorization_servers as unknown[]) : [];
     if (!servers.includes(this.config.issuer))
       throw authFailed(
         "resource metadata",
-        `the server names authorization servers ${JSON.stringify(servers)}, not the configured issuer ${this.config.issuer}; no credentials were sent`,
+        `the server names authorization servers ${clean(JSON.stringify(servers))}, not the configured issuer ${this.config.issuer}; no credentials were sent`,
       );
     return metadata;
   }
@@ -123,7 +124,7 @@ export class OAuthSession {
       const doc = await getJson(this.fetch, url, this.discoveryTimeoutMs, "authorization server metadata");
       if (!doc) continue;
       if (doc.issuer !== this.config.issuer)
-        throw authFailed("authorization server metadata", `${url} describes issuer "${String(doc.issuer)}", not ${this.config.issuer}`);
+        throw authFailed("authorization server metadata", `${url} describes issuer "${clean(String(doc.issuer))}", not ${this.config.issuer}`);
       if (typeof doc.token_endpoint !== "string") throw authFailed("authorization server metadata", `${url} has no token_endpoint`);
       return doc.token_endpoint;
     }
@@ -148,13 +149,18 @@ export class OAuthSession {
         },
         body: form,
         signal: AbortSignal.timeout(this.discoveryTimeoutMs),
+        // The client secret was sent to this endpoint only; its answer must
+        // come from there too, never from wherever a redirect points.
+        redirect: "error",
       });
     } catch (err) {
-      throw authFailed("token request", `POST ${endpoint} failed: ${(err as Error).message}`);
+        throw authFailed("token request", `POST ${clean(endpoint)} failed: ${(err as Error).message}`);
     }
     const body = (await res.json().catch(() => ({}))) as Record<string, unknown>;
-    if (!res.ok || typeof body.access_token !== "string")
-      throw authFailed("token request", `token endpoint answered HTTP ${res.status}${body.error ? ` ${String(body.error)}: ${String(body.error_description ?? "")}` : ""}`);
+    if (!res.ok || typeof body.access_token !== "string") {
+      const reason = jsonReason(body);
+      throw authFailed("token request", `token endpoint answered HTTP ${res.status}${reason ? ` ${reason}` : ""}`);
+    }
     const lifetime = typeof body.expires_in === "number" ? body.expires_in * 1000 : 300_000;
     this.#token = { value: body.access_token, until: Date.now() + lifetime - EXPIRY_MARGIN_MS, scope: typeof body.scope === "string" ? body.scope : scope };
     return body.access_token;

@@ -2,6 +2,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
 import { OutboundBlockedError, type FetchLike } from "../outbound/guarded-fetch.js";
+import { clean, jsonReason } from "../outbound/upstream-reason.js";
 import { authenticatedFetch, type SkillAuth } from "./auth-fetch.js";
 import { SkillError } from "./errors.js";
 
@@ -11,6 +12,17 @@ export interface SkillClientOptions {
   fetch: FetchLike;
   callTimeoutMs: number;
   version: string;
+}
+
+// The SDK's HTTP errors quote the server's whole answer ("Error POSTing to
+// endpoint: <body>"); kept are its step, the status, and a JSON reason or the
+// SDK's own note on an unfollowed redirect.
+function httpFailure(e: StreamableHTTPError): string {
+  const text = e.message.replace(/^Streamable HTTP error: /, "");
+  if (!e.code || e.code < 0) return clean(text);
+  const [, step = text, detail = ""] = /^([^:]*): ([\s\S]*)$/.exec(text) ?? [];
+  const reason = detail.startsWith("Redirect") ? clean(detail) : jsonReason(detail);
+  return `${clean(step)}: HTTP ${e.code}${reason ? ` (${reason})` : ""}`;
 }
 
 // Any failure below the tool itself, as a SkillError with a kind.
@@ -23,12 +35,15 @@ export function toSkillError(err: unknown): SkillError {
     return new SkillError("skill_timeout", e.message);
   if (e instanceof StreamableHTTPError) {
     const status = e.code ?? 0;
-    return new SkillError(status >= 500 || status === 429 ? "skill_error" : "skill_unauthorized", e.message);
+    return new SkillError(status >= 500 || status === 429 ? "skill_error" : "skill_unauthorized", httpFailure(e));
   }
   if (e.cause instanceof SkillError) return e.cause;
   if (e.message === "fetch failed" || /ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|socket/i.test(`${e.message} ${String(e.cause)}`))
     return new SkillError("skill_unreachable", `${e.message}${e.cause ? `: ${(e.cause as Error).message ?? e.cause}` : ""}`);
-  return new SkillError("skill_error", e.message);
+  // V8's JSON errors quote the text they could not parse.
+  if (e instanceof SyntaxError) return new SkillError("skill_error", "the server's answer is not valid JSON");
+  // JSON-RPC errors (McpError) carry the server's own message.
+  return new SkillError("skill_error", clean(e.message));
 }
 
 // One customer MCP server, through the MCP SDK client over Streamable HTTP.
