@@ -6,7 +6,7 @@ import { matchesEventType } from "./event-pattern.js";
 
 // Why a filter did not get to say yes: its own failure, or suspension after
 // repeated overruns.
-export type FilterFailure = Extract<Outcome, { ok: false }>["kind"] | "suspended";
+export type FilterFailure = Exclude<Extract<Outcome, { ok: false }>["kind"], "skipped"> | "suspended";
 
 export interface FilterPolicy {
   // Wall-clock budget of one filter on one event.
@@ -60,8 +60,7 @@ export class EventMatcher {
 
   async matching(tenantId: string, candidates: TriggerRow[], eventType: string, payload: Record<string, unknown>): Promise<TriggerRow[]> {
     const byPattern = candidates.filter((t) => t.eventTypePattern && matchesEventType(t.eventTypePattern, eventType));
-    const now = this.#o.now();
-    const filtered = byPattern.filter((t) => t.filter && !this.#suspended(t, now));
+    const filtered = byPattern.filter((t) => t.filter);
     let outcomes: Outcome[] = [];
     if (filtered.length) {
       try {
@@ -71,6 +70,14 @@ export class EventMatcher {
           { event_type: eventType, payload },
           this.#o.policy.budgetMs,
           "filter",
+          {
+            // Checked when the filter's turn comes, so one suspended while
+            // this event waited is not evaluated either.
+            skip: (i) => this.#suspended(filtered[i]!, this.#o.now()),
+            settled: (i, outcome) => {
+              if (!outcome.ok && outcome.kind !== "skipped") this.#failed(filtered[i]!, outcome.kind, outcome.message, this.#o.now());
+            },
+          },
         );
       } catch (err) {
         if (err instanceof SandboxBacklogError)
@@ -78,13 +85,7 @@ export class EventMatcher {
         throw err;
       }
     }
-    const passed = new Set<TriggerRow>();
-    filtered.forEach((trigger, i) => {
-      const outcome = outcomes[i]!;
-      if (outcome.ok) {
-        if (outcome.value === true) passed.add(trigger);
-      } else this.#failed(trigger, outcome.kind, outcome.message, now);
-    });
+    const passed = new Set(filtered.filter((_, i) => outcomes[i]?.ok && outcomes[i].value === true));
     return byPattern.filter((t) => !t.filter || passed.has(t));
   }
 

@@ -1,7 +1,7 @@
 import jsonata from "jsonata";
 import { isBounded } from "./bounded.js";
 import { LinearRegExp } from "./linear-regex.js";
-import { classifyFailure, settle, type Outcome, type SandboxJob } from "./sandbox-program.js";
+import { classifyFailure, settle, type Mode, type Outcome } from "./sandbox-program.js";
 
 type Compiled = { expression: ReturnType<typeof jsonata>; options: { timeout: number } };
 
@@ -37,7 +37,7 @@ export class InlineExpressions {
   }
 
   // Undefined when the slice ran out: evaluate it in the sandbox instead.
-  async evaluate(source: string, compiled: Compiled, input: unknown, sliceMs: number, mode: SandboxJob["mode"]): Promise<Outcome | undefined> {
+  async evaluate(source: string, compiled: Compiled, input: unknown, sliceMs: number, mode: Mode): Promise<Outcome | undefined> {
     compiled.options.timeout = sliceMs;
     try {
       return settle(await compiled.expression.evaluate(input), mode);

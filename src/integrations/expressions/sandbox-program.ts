@@ -2,23 +2,25 @@ import { createRequire } from "node:module";
 import type jsonataType from "jsonata";
 import { linearRegExpClass } from "./linear-regex.js";
 
-// What a sandbox worker is asked and answers. A job is one input and the
-// expressions to run on it (an event and its candidate filters, or one step's
-// arguments), from index `from` on.
-export interface SandboxJob {
+export type Mode = "filter" | "value";
+
+// What a sandbox process is asked: one expression of a job (an event and its
+// candidate filters, or one step's arguments) on the job's input.
+export interface SandboxTask {
   id: number;
-  mode: "filter" | "value";
-  expressions: string[];
-  from: number;
+  index: number;
+  mode: Mode;
+  expression: string;
   input: unknown;
   budgetMs: number;
 }
 
 // Why an expression produced no value: `timeout` (its wall-clock budget),
-// `depth` (nesting or recursion), `memory` (the worker's heap), `limit`
-// (sequence size), `error` (anything the expression itself got wrong).
+// `depth` (nesting or recursion), `memory` (the process's heap), `limit`
+// (sequence size), `error` (anything the expression itself got wrong),
+// `skipped` (its caller no longer wanted it when its turn came).
 export type OverrunKind = "timeout" | "depth" | "memory" | "limit";
-export type Outcome = { ok: true; value: unknown } | { ok: false; kind: OverrunKind | "error"; message: string };
+export type Outcome = { ok: true; value: unknown } | { ok: false; kind: OverrunKind | "error" | "skipped"; message: string };
 
 export interface SandboxAnswer {
   id: number;
@@ -33,14 +35,14 @@ export interface SandboxWorkerData {
 
 // The sandbox process's side of its IPC channel.
 export interface SandboxChannel {
-  onJob(handle: (job: SandboxJob) => void): void;
+  onTask(handle: (task: SandboxTask) => void): void;
   answer(answer: SandboxAnswer): void;
 }
 
 // What an evaluation produced, as it leaves the evaluator: only plain JSON
 // (no functions, no sequences' extra properties); a filter's answer is true
 // only for a boolean true. Self-contained: the sandbox gets it as source text.
-export function settle(value: unknown, mode: SandboxJob["mode"]): Outcome {
+export function settle(value: unknown, mode: Mode): Outcome {
   if (mode === "filter") return { ok: true, value: value === true };
   // Functions and JSONata lambdas (which carry their environment) are dropped.
   const plain = (_key: string, v: unknown) => (typeof v === "function" || (v as { _jsonata_lambda?: boolean } | null)?._jsonata_lambda ? undefined : v);
@@ -79,18 +81,16 @@ export function serveExpressions(channel: SandboxChannel, data: SandboxWorkerDat
     }
     return entry;
   };
-  channel.onJob(async (job) => {
-    for (let index = job.from; index < job.expressions.length; index++) {
-      let outcome: Outcome;
-      try {
-        const { expression, options } = compile(job.expressions[index]!);
-        options.timeout = job.budgetMs;
-        outcome = settle(await expression.evaluate(job.input), job.mode);
-      } catch (err) {
-        outcome = classifyFailure(err);
-      }
-      channel.answer({ id: job.id, index, outcome });
+  channel.onTask(async (task) => {
+    let outcome: Outcome;
+    try {
+      const { expression, options } = compile(task.expression);
+      options.timeout = task.budgetMs;
+      outcome = settle(await expression.evaluate(task.input), task.mode);
+    } catch (err) {
+      outcome = classifyFailure(err);
     }
+    channel.answer({ id: task.id, index: task.index, outcome });
   });
 }
 
@@ -111,7 +111,7 @@ export function sandboxProgram(data: SandboxWorkerData): string {
     const classifyFailure = ${classifyFailure.toString()};
     // Orphaned (the service died): stop too.
     process.on("disconnect", () => process.exit(0));
-    const channel = { onJob: (handle) => process.on("message", handle), answer: (a) => process.send(a) };
+    const channel = { onTask: (handle) => process.on("message", handle), answer: (a) => process.send(a) };
     const evaluation = { jsonata, RegexEngine: linearRegExpClass(RE2JS), settle, classifyFailure };
     (${serveExpressions.toString()})(channel, ${JSON.stringify(data)}, evaluation);
     process.send({ ready: true });

@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { setPriority } from "node:os";
 import { InlineExpressions } from "./inline.js";
-import { sandboxProgram, type Outcome, type OverrunKind, type SandboxAnswer, type SandboxJob } from "./sandbox-program.js";
+import { sandboxProgram, type Mode, type Outcome, type OverrunKind, type SandboxAnswer, type SandboxTask } from "./sandbox-program.js";
 
-export type { Outcome, OverrunKind } from "./sandbox-program.js";
+export type { Mode, Outcome, OverrunKind } from "./sandbox-program.js";
 
 export interface SandboxOptions {
   // Sandbox processes evaluating at once.
@@ -23,7 +24,7 @@ export interface SandboxOptions {
   // that never returns, like a native sort of a huge array).
   hardKillSlackMs: number;
   // Every expression stopped by a budget or limit (for metrics).
-  onOverrun?: (mode: SandboxJob["mode"], kind: OverrunKind) => void;
+  onOverrun?: (mode: Mode, kind: OverrunKind) => void;
 }
 
 export const DEFAULT_SANDBOX: Omit<SandboxOptions, "onOverrun"> = {
@@ -33,8 +34,18 @@ export const DEFAULT_SANDBOX: Omit<SandboxOptions, "onOverrun"> = {
   memoryMb: 128,
   maxQueuedPerTenant: 1000,
   inlineSliceMs: 5,
-  hardKillSlackMs: 50,
+  hardKillSlackMs: 30,
 };
+
+// What a caller may learn and decide while its job runs, expression by
+// expression (a trigger filter that overran is suspended before the next
+// event's evaluation of it comes up).
+export interface JobHooks {
+  // Called before an expression's turn: true skips it (outcome `skipped`).
+  skip?(index: number): boolean;
+  // Called as each expression settles, before the job does.
+  settled?(index: number, outcome: Outcome): void;
+}
 
 export class SandboxBacklogError extends Error {
   override name = "SandboxBacklogError";
@@ -42,39 +53,61 @@ export class SandboxBacklogError extends Error {
 
 type Failure = Extract<Outcome, { ok: false }>;
 
-interface PendingJob {
+interface Job {
+  id: number;
   tenant: string;
-  job: SandboxJob;
+  mode: Mode;
+  input: unknown;
+  budgetMs: number;
+  // Indexes into `results` still to evaluate, in order.
+  pending: { index: number; expression: string }[];
+  // Expressions not settled yet (waiting or running).
+  unsettled: number;
   results: Outcome[];
+  hooks: JobHooks;
   resolve(results: Outcome[]): void;
   reject(err: Error): void;
 }
 
-interface Slot {
-  child?: ChildProcess;
+interface Process {
+  child: ChildProcess;
   ready: boolean;
-  running?: PendingJob;
+}
+
+interface Slot {
+  process?: Process;
+  running?: { job: Job; index: number; tenant: string };
   // When the expression now running started (its budget's clock).
   startedAt: number;
+  // The tenant whose expression cost this slot its process: the slot counts
+  // against that tenant's share until its replacement is ready, so a tenant
+  // that keeps killing processes cannot spill onto the others' slot.
+  charged?: string;
 }
 
 // Tenant-authored JSONata runs here, never on the event loop that serves
-// requests: in separate processes, with a wall-clock budget per expression, a
-// depth and sequence limit, a heap limit, and linear-time regular
-// expressions. Processes rather than worker threads, because V8 treats some
-// out-of-memory failures as fatal to the whole process, and a tenant's
-// expression must never be able to end the service. An expression that
-// overruns is cut off (its process is replaced), and waiting jobs are taken
-// round-robin across tenants, so one tenant's heavy filters delay another
-// tenant's by at most one budget.
+// requests unless it is provably cheap (bounded.ts): in separate processes,
+// with a wall-clock budget per expression, a depth and sequence limit, a heap
+// limit, and linear-time regular expressions. Processes rather than worker
+// threads, because V8 treats some out-of-memory failures as fatal to the
+// whole process, and a tenant's expression must never end the service.
+//
+// Fairness: the unit of work is one expression; tenants with work waiting
+// are served round-robin, and no tenant holds more than `workers - 1`
+// processes, so with two or more processes one tenant's runaway filters
+// never hold up another's, and with several noisy tenants a quiet one waits
+// for at most one expression. An expression that overruns is
+// cut off and its process replaced by a spare started ahead of need.
 export class ExpressionSandbox {
   readonly #o: SandboxOptions;
   readonly #slots: Slot[];
-  readonly #queues = new Map<string, PendingJob[]>();
-  // Tenants with waiting jobs, in the order they are served.
+  readonly #queues = new Map<string, Job[]>();
+  // Tenants with work waiting, in the order they are served.
   readonly #rotation: string[] = [];
+  readonly #busy = new Map<string, number>();
   readonly #program: string;
   readonly #inline: InlineExpressions;
+  #spare?: Process;
   #nextId = 1;
   #watchdog?: NodeJS.Timeout;
   #closed = false;
@@ -83,7 +116,7 @@ export class ExpressionSandbox {
     this.#o = { ...DEFAULT_SANDBOX, ...options };
     this.#program = sandboxProgram({ maxDepth: this.#o.maxDepth, maxSequence: this.#o.maxSequence });
     this.#inline = new InlineExpressions(this.#o.maxDepth, this.#o.maxSequence);
-    this.#slots = Array.from({ length: Math.max(1, this.#o.workers) }, () => ({ ready: false, startedAt: 0 }));
+    this.#slots = Array.from({ length: Math.max(1, this.#o.workers) }, () => ({ startedAt: 0 }));
   }
 
   // Evaluates each expression on `input` within `budgetMs` each. Filters
@@ -91,83 +124,105 @@ export class ExpressionSandbox {
   // expressions (the common filter: navigation and comparisons) run here
   // under the inline slice; the rest, and those that overran it, in a
   // sandbox process.
-  async evaluate(tenant: string, expressions: string[], input: unknown, budgetMs: number, mode: SandboxJob["mode"]): Promise<Outcome[]> {
-    const results: (Outcome | undefined)[] = [];
+  async evaluate(tenant: string, expressions: string[], input: unknown, budgetMs: number, mode: Mode, hooks: JobHooks = {}): Promise<Outcome[]> {
+    const results: Outcome[] = [];
+    const pending: Job["pending"] = [];
     const slice = Math.min(this.#o.inlineSliceMs, budgetMs);
-    for (const [i, source] of expressions.entries()) {
-      const compiled = slice > 0 ? this.#inline.accepts(source) : undefined;
-      if (compiled) results[i] = await this.#inline.evaluate(source, compiled, input, slice, mode);
+    for (const [index, expression] of expressions.entries()) {
+      const compiled = slice > 0 ? this.#inline.accepts(expression) : undefined;
+      const outcome = compiled && (await this.#inline.evaluate(expression, compiled, input, slice, mode));
+      if (outcome) {
+        results[index] = outcome;
+        hooks.settled?.(index, outcome);
+      } else pending.push({ index, expression });
     }
-    const rest = expressions.flatMap((source, i) => (results[i] ? [] : [{ source, i }]));
-    if (rest.length) {
-      const outcomes = await this.#isolated(tenant, rest.map((r) => r.source), input, budgetMs, mode);
-      rest.forEach(({ i }, k) => (results[i] = outcomes[k]));
-    }
-    return results as Outcome[];
-  }
-
-  #isolated(tenant: string, expressions: string[], input: unknown, budgetMs: number, mode: SandboxJob["mode"]): Promise<Outcome[]> {
-    if (this.#closed) return Promise.reject(new Error("the expression sandbox is closed"));
-    if (expressions.length === 0) return Promise.resolve([]);
-    let queue = this.#queues.get(tenant);
-    if (queue && queue.length >= this.#o.maxQueuedPerTenant)
-      return Promise.reject(new SandboxBacklogError(`tenant has ${queue.length} expression evaluations waiting, the limit`));
-    return new Promise((resolve, reject) => {
-      const job: SandboxJob = { id: this.#nextId++, mode, expressions, from: 0, input, budgetMs: Math.max(1, Math.round(budgetMs)) };
-      if (!queue) this.#queues.set(tenant, (queue = []));
-      if (queue.length === 0) this.#rotation.push(tenant);
-      queue.push({ tenant, job, results: [], resolve, reject });
-      this.#dispatch();
-    });
+    if (!pending.length) return results;
+    return this.#enqueue(tenant, { mode, input, budgetMs: Math.max(1, Math.round(budgetMs)), pending, unsettled: pending.length, results, hooks });
   }
 
   // Starts the processes ahead of the first expression (they take a moment).
   warm(): void {
-    if (!this.#closed) for (const slot of this.#slots) this.#childOf(slot);
+    if (this.#closed) return;
+    for (const slot of this.#slots) slot.process ??= this.#start();
+    this.#spare ??= this.#start();
   }
 
   async close(): Promise<void> {
     this.#closed = true;
     clearInterval(this.#watchdog);
     const closed = new Error("the expression sandbox is closed");
-    for (const queue of this.#queues.values()) for (const p of queue) p.reject(closed);
+    for (const queue of this.#queues.values()) for (const job of queue) job.reject(closed);
     this.#queues.clear();
     this.#rotation.length = 0;
     for (const slot of this.#slots) {
-      slot.running?.reject(closed);
+      slot.running?.job.reject(closed);
       slot.running = undefined;
-      slot.child?.kill("SIGKILL");
-      slot.child = undefined;
+      slot.process?.child.kill("SIGKILL");
+      slot.process = undefined;
     }
+    this.#spare?.child.kill("SIGKILL");
+    this.#spare = undefined;
   }
 
-  #next(): PendingJob | undefined {
-    const tenant = this.#rotation.shift();
-    if (tenant === undefined) return undefined;
-    const queue = this.#queues.get(tenant)!;
-    const pending = queue.shift()!;
-    if (queue.length) this.#rotation.push(tenant);
-    else this.#queues.delete(tenant);
-    return pending;
+  #enqueue(tenant: string, fields: Omit<Job, "id" | "tenant" | "resolve" | "reject">): Promise<Outcome[]> {
+    if (this.#closed) return Promise.reject(new Error("the expression sandbox is closed"));
+    let queue = this.#queues.get(tenant);
+    if (queue && queue.length >= this.#o.maxQueuedPerTenant)
+      return Promise.reject(new SandboxBacklogError(`tenant has ${queue.length} expression evaluations waiting, the limit`));
+    return new Promise((resolve, reject) => {
+      if (!queue) this.#queues.set(tenant, (queue = []));
+      if (queue.length === 0) this.#rotation.push(tenant);
+      queue.push({ id: this.#nextId++, tenant, ...fields, resolve, reject });
+      this.#dispatch();
+    });
+  }
+
+  // The next expression to run: the first tenant in rotation that is under
+  // its share of processes (all but one, so another tenant never waits for
+  // this one's expressions); its first job's next expression.
+  #next(): { job: Job; index: number; expression: string } | undefined {
+    const share = Math.max(1, this.#slots.length - 1);
+    for (;;) {
+      const r = this.#rotation.findIndex((tenant) => (this.#busy.get(tenant) ?? 0) < share);
+      if (r < 0) return undefined;
+      const tenant = this.#rotation[r]!;
+      const queue = this.#queues.get(tenant)!;
+      const job = queue[0]!;
+      const next = job.pending.shift()!;
+      if (!job.pending.length) queue.shift();
+      this.#rotation.splice(r, 1);
+      if (queue.length) this.#rotation.push(tenant);
+      else this.#queues.delete(tenant);
+      if (!job.hooks.skip?.(next.index)) return { job, ...next };
+      this.#settle(job, next.index, { ok: false, kind: "skipped", message: "not evaluated: no longer wanted" });
+    }
   }
 
   #dispatch(): void {
     if (this.#closed) return;
     for (const slot of this.#slots) {
       if (slot.running) continue;
-      const child = this.#childOf(slot);
-      if (!slot.ready) continue; // it asks again once it has started
-      const pending = this.#next();
-      if (!pending) break;
-      slot.running = pending;
+      slot.process ??= this.#spare ?? this.#start();
+      if (slot.process === this.#spare) this.#spare = undefined;
+      if (!slot.process.ready) continue; // it dispatches again once it has started
+      if (slot.charged !== undefined) {
+        this.#uncharge(slot.charged);
+        slot.charged = undefined;
+      }
+      const next = this.#next();
+      if (!next) break;
+      const { job, index, expression } = next;
+      slot.running = { job, index, tenant: job.tenant };
+      this.#busy.set(job.tenant, (this.#busy.get(job.tenant) ?? 0) + 1);
       slot.startedAt = Date.now();
-      child.send(pending.job);
+      const task: SandboxTask = { id: job.id, index, mode: job.mode, expression, input: job.input, budgetMs: job.budgetMs };
+      slot.process.child.send(task);
     }
+    if (this.#queues.size) this.#spare ??= this.#start();
     this.#watch();
   }
 
-  #childOf(slot: Slot): ChildProcess {
-    if (slot.child) return slot.child;
+  #start(): Process {
     const child = spawn(process.execPath, [`--max-old-space-size=${this.#o.memoryMb}`, "--stack-size=2000", "-e", this.#program], {
       // A tenant's expression must not be able to write to the service's logs
       // (V8 prints its out-of-memory report to stderr).
@@ -176,64 +231,69 @@ export class ExpressionSandbox {
       // Not the service's NODE_OPTIONS (a test runner's loaders, inspectors).
       env: { ...process.env, NODE_OPTIONS: "" },
     });
+    // Tenant code yields the CPU to the service: the lowest scheduling
+    // priority, so a runaway expression slows only other expressions.
+    if (child.pid !== undefined) setPriority(child.pid, 19);
     child.unref();
     child.channel?.unref();
-    slot.child = child;
-    slot.ready = false;
+    const proc: Process = { child, ready: false };
     child.on("message", (m: SandboxAnswer | { ready: true }) => {
-      if (slot.child !== child) return;
       if ("ready" in m) {
-        slot.ready = true;
+        proc.ready = true;
         this.#dispatch();
-      } else this.#answered(slot, m);
+        return;
+      }
+      const slot = this.#slots.find((s) => s.process === proc);
+      if (slot) this.#answered(slot, m);
     });
-    // Out of memory, a crash or a kill: the expression it was running is to blame.
+    // V8 aborts when the heap limit is reached; anything else is a crash or our kill.
     child.on("exit", (code, signal) => {
-      // V8 aborts when the heap limit is reached.
-      const kind = signal === "SIGABRT" || code === 134 ? "memory" : "error";
-      this.#lost(slot, child, kind, kind === "memory" ? "evaluation ran out of memory" : `the expression process stopped (${signal ?? code})`);
+      const memory = signal === "SIGABRT" || code === 134;
+      this.#lost(proc, memory ? "memory" : "error", memory ? "evaluation ran out of memory" : `the expression process stopped (${signal ?? code})`);
     });
-    child.on("error", () => this.#lost(slot, child, "error", "the expression process could not run"));
-    return child;
+    child.on("error", () => this.#lost(proc, "error", "the expression process could not run"));
+    return proc;
+  }
+
+  #settle(job: Job, index: number, outcome: Outcome): void {
+    job.results[index] = outcome;
+    if (!outcome.ok && outcome.kind !== "error" && outcome.kind !== "skipped") this.#o.onOverrun?.(job.mode, outcome.kind);
+    job.hooks.settled?.(index, outcome);
+    if (--job.unsettled === 0) job.resolve(job.results);
+  }
+
+  #release(slot: Slot): void {
+    this.#uncharge(slot.running!.tenant);
+    slot.running = undefined;
+  }
+
+  #uncharge(tenant: string): void {
+    const busy = (this.#busy.get(tenant) ?? 1) - 1;
+    if (busy) this.#busy.set(tenant, busy);
+    else this.#busy.delete(tenant);
   }
 
   #answered(slot: Slot, answer: SandboxAnswer): void {
-    const pending = slot.running;
-    if (!pending || pending.job.id !== answer.id) return;
-    pending.results[answer.index] = answer.outcome;
-    this.#count(pending.job.mode, answer.outcome);
-    slot.startedAt = Date.now();
-    if (answer.index < pending.job.expressions.length - 1) return;
-    slot.running = undefined;
-    pending.resolve(pending.results);
+    const running = slot.running;
+    if (!running || running.job.id !== answer.id || running.index !== answer.index) return;
+    this.#release(slot);
+    this.#settle(running.job, answer.index, answer.outcome);
     this.#dispatch();
   }
 
-  #count(mode: SandboxJob["mode"], outcome: Outcome): void {
-    if (!outcome.ok && outcome.kind !== "error") this.#o.onOverrun?.(mode, outcome.kind);
-  }
-
-  // The process died or was cut off while running `slot.running`: the
-  // expression it was on gets the blame, the rest of the job waits again.
-  #lost(slot: Slot, child: ChildProcess, kind: Failure["kind"], message: string): void {
-    if (slot.child !== child) return;
-    slot.child = undefined;
-    slot.ready = false;
-    const pending = slot.running;
-    slot.running = undefined;
-    if (pending && !this.#closed) {
-      const index = pending.results.length;
-      pending.results[index] = { ok: false, kind, message };
-      this.#count(pending.job.mode, pending.results[index]);
-      if (index + 1 < pending.job.expressions.length) {
-        pending.job = { ...pending.job, from: index + 1 };
-        const queue = this.#queues.get(pending.tenant);
-        if (queue) queue.unshift(pending);
-        else {
-          this.#queues.set(pending.tenant, [pending]);
-          this.#rotation.unshift(pending.tenant);
-        }
-      } else pending.resolve(pending.results);
+  // A process died or was cut off: the expression it was running is to blame;
+  // its slot takes a spare.
+  #lost(proc: Process, kind: Failure["kind"], message: string): void {
+    if (this.#spare === proc) this.#spare = undefined;
+    const slot = this.#slots.find((s) => s.process === proc);
+    if (!slot) return;
+    slot.process = undefined;
+    const running = slot.running;
+    if (running) {
+      // The charge moves from the expression to the slot's replacement.
+      slot.running = undefined;
+      slot.charged = running.tenant;
+      if (!this.#closed) this.#settle(running.job, running.index, { ok: false, kind, message });
     }
     this.#dispatch();
   }
@@ -249,10 +309,10 @@ export class ExpressionSandbox {
     this.#watchdog ??= setInterval(() => {
       const now = Date.now();
       for (const slot of this.#slots) {
-        const { running: pending, child } = slot;
-        if (!pending || !child || now - slot.startedAt <= pending.job.budgetMs + this.#o.hardKillSlackMs) continue;
-        this.#lost(slot, child, "timeout", `evaluation exceeded its ${pending.job.budgetMs} ms budget and was stopped`);
-        child.kill("SIGKILL");
+        const { running, process: proc } = slot;
+        if (!running || !proc || now - slot.startedAt <= running.job.budgetMs + this.#o.hardKillSlackMs) continue;
+        proc.child.kill("SIGKILL");
+        this.#lost(proc, "timeout", `evaluation exceeded its ${running.job.budgetMs} ms budget and was stopped`);
       }
       if (!this.#slots.some((s) => s.running)) this.#watch();
     }, 10);
