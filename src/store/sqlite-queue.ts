@@ -26,7 +26,7 @@ const parse = (r: RawRun): RunRow => ({
 // `FOR UPDATE SKIP LOCKED` for the same guarantee across replicas.
 export function createSqliteRunQueue(raw: Database.Database): RunQueue {
   const exhaust = raw.prepare(
-    `update runs set status = 'failed', error = 'lease expired on the last attempt (worker lost)', end_time = @now,
+    `update runs set status = 'failed', error = 'worker_lost: the lease expired on the last attempt; the run''s worker stopped or stalled before finishing each attempt', end_time = @now,
        lease_owner = null, lease_expire_time = null, update_time = @now
      where status = 'running' and lease_expire_time <= @now and attempt >= @maxAttempts`,
   );
