@@ -44,6 +44,9 @@ const TENANT = "bench";
 const WEBHOOK_PATH = "/webhooks/events";
 const EVENT_TYPE = "order.created";
 const MATCHING_PATTERN = "order.*";
+// A typical filter: navigation and comparisons, so it runs inline under its
+// time slice (the expression budget's cost on the hot path).
+const MATCHING_FILTER = "payload.total > 100 and payload.customer.tier = 'gold'";
 const NON_MATCHING_TRIGGERS = 9;
 const WARMUP_SECONDS = 3;
 const TARGET_VS_BARE = 0.6;
@@ -251,8 +254,9 @@ async function startAgentplane(name: string, groupCommit: GroupCommitOptions | u
 }
 
 // Tenant "bench", one agent, one webhook source (its real whk_ token), and
-// ten webhook triggers on that source of which only "order.*" matches the
-// posted event type; all through the service with operator authority.
+// ten webhook triggers on that source of which only "order.*" (with a filter
+// the event passes) matches the posted event; all through the service with
+// operator authority.
 async function seed(app: App): Promise<{ token: string; matchingTriggerId: string }> {
   const op = app.platform;
   await op.invokeAsOperator("createTenant", create(CreateTenantRequestSchema, { tenant: { slug: TENANT, displayName: "Benchmark tenant" } }));
@@ -273,14 +277,14 @@ async function seed(app: App): Promise<{ token: string; matchingTriggerId: strin
   );
   const sourceId = source.webhookSource?.id;
   if (!sourceId || !source.token?.startsWith("whk_")) throw new Error("createWebhookSource returned no source id or whk_ token");
-  const trigger = (eventTypePattern: string) =>
+  const trigger = (eventTypePattern: string, filter = "") =>
     op.invokeAsOperator(
       "createTrigger",
-      create(CreateTriggerRequestSchema, { trigger: { agentId, kind: { case: "webhook", value: { sourceId, eventTypePattern } } } }),
+      create(CreateTriggerRequestSchema, { trigger: { agentId, kind: { case: "webhook", value: { sourceId, eventTypePattern, filter } } } }),
       TENANT,
     );
   for (let i = 1; i <= NON_MATCHING_TRIGGERS; i++) await trigger(`other.type.${i}`);
-  const matching = await trigger(MATCHING_PATTERN);
+  const matching = await trigger(MATCHING_PATTERN, MATCHING_FILTER);
   if (!matching.trigger?.id) throw new Error("createTrigger returned no id");
   return { token: source.token, matchingTriggerId: matching.trigger.id };
 }
@@ -425,7 +429,7 @@ async function main(): Promise<void> {
 
     console.log(
       `agentplane webhook bench: POST ${WEBHOOK_PATH} (${Buffer.byteLength(body)} B event "${EVENT_TYPE}", ` +
-        `${NON_MATCHING_TRIGGERS + 1} webhook triggers, 1 matching)\n` +
+        `${NON_MATCHING_TRIGGERS + 1} webhook triggers, 1 matching, its filter ${MATCHING_FILTER})\n` +
         `${describeHost()}; ${describeLoad(loadOpts)}\n` +
         `SQLite files in ${tmpdir()} (${fileSystemOf(tmpdir())}), journal_mode WAL, synchronous FULL\n` +
         `no runtime: agentplane queues one run per event and does not execute it\n` +
