@@ -4,9 +4,9 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { freeLoopbackPort } from "./support/listen.js";
 import { startScriptedIdp, type ScriptedIdp } from "./support/scripted-introspection.js";
 
 const CLI = join(process.cwd(), "dist/src/cli/main.js");
@@ -21,16 +21,6 @@ function run(env: Record<string, string>): { child: ChildProcessWithoutNullStrea
   return { child, output: () => output, exited };
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 describe("agentplane serve with introspection", () => {
   let dataDir: string;
@@ -66,7 +56,7 @@ describe("agentplane serve with introspection", () => {
   });
 
   it("answers 503 when the IdP refuses the service's credentials, and logs it for the operator without the secret", async () => {
-    const port = await freePort();
+    const port = await freeLoopbackPort();
     const { child, output, exited } = run({ ...baseEnv(), AGENTPLANE_PORT: String(port) });
     try {
       const url = `http://127.0.0.1:${port}`;

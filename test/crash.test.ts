@@ -4,11 +4,11 @@
 // (2 s here) expires, and succeed on the next attempt.
 import { spawn, execFile, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import Database from "better-sqlite3";
+import { freeLoopbackPort } from "./support/listen.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 
 const exec = promisify(execFile);
@@ -19,17 +19,6 @@ const LEASE_SECONDS = 2;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, HOST, () => {
-      const address = srv.address();
-      if (!address || typeof address === "string") return reject(new Error("no port"));
-      srv.close(() => resolve(address.port));
-    });
-  });
-}
 
 // Polls `check` until it returns a value, or fails with `what` at the deadline.
 async function waitFor<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined> | T | undefined, everyMs = 50): Promise<T> {
@@ -293,7 +282,7 @@ describe("crash recovery (agentplane dev, SIGKILL)", () => {
       const created = await cli(["tenant", "create", "acme"], dataDir);
       expect(created.stdout).toMatch(/created tenant acme \(ten_/);
 
-      const port = await freePort();
+      const port = await freeLoopbackPort();
       const first = new DevProcess(dataDir, port);
       const webhookToken = await setUp(first);
 
@@ -354,7 +343,7 @@ describe("crash recovery (agentplane dev, SIGKILL)", () => {
     "a run leased when its worker is killed ends succeeded on attempt 2",
     async () => {
       const dataDir = tempDir();
-      const port = await freePort();
+      const port = await freeLoopbackPort();
       let dev = new DevProcess(dataDir, port);
       const webhookToken = await setUp(dev);
 

@@ -1,10 +1,10 @@
 // Starts the real agentplane server (every surface, real store, real
 // authenticator) on a loopback port for end-to-end tests.
 import { randomBytes } from "node:crypto";
-import { createServer, type AddressInfo } from "node:net";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { freeLoopbackPort } from "./listen.js";
 import { Role } from "../../gen/platform/v1/common_pb.js";
 import { buildApp, type App, type AppOptions, type RuntimeOptions } from "../../src/app.js";
 import { noopExecutor } from "../../src/runtime/executor.js";
@@ -44,7 +44,7 @@ export interface TestServerOptions {
 export async function startServer(options: TestServerOptions): Promise<TestServer> {
   const dir = mkdtempSync(join(tmpdir(), "agentplane-test-"));
   // The URL is known before the app is built: the MCP metadata names it.
-  const port = await freePort();
+  const port = await freeLoopbackPort();
   const url = `http://127.0.0.1:${port}`;
   const store = createSqliteStore({ path: join(dir, "agentplane.db"), groupCommit: options.groupCommit });
   const app = await buildApp({
@@ -100,16 +100,6 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
   };
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 // A Connect JSON unary call over plain fetch: what a curl user sees.
 export async function connectCall(
