@@ -1,9 +1,12 @@
 import jsonata from "jsonata";
 import { invalidArgument } from "./errors.js";
+import { MAX_LENGTH } from "./limits.js";
+import { checkLength } from "./validate.js";
 
 // JSONata expressions are compiled when saved, so a typo is refused at
 // create time instead of failing a run later.
-export function checkJsonata(field: string, expression: string): string {
+export function checkJsonata(field: string, expression: string, maxLength: number): string {
+  checkLength(field, expression, maxLength);
   if (!expression.trim()) return expression;
   try {
     jsonata(expression);
@@ -15,6 +18,7 @@ export function checkJsonata(field: string, expression: string): string {
 }
 
 export function checkHttpUrl(field: string, value: string): URL {
+  checkLength(field, value, MAX_LENGTH.url);
   let url: URL;
   try {
     url = new URL(value);

@@ -6,6 +6,7 @@ import type { Store } from "../store/store.js";
 import { PLATFORM_ADMIN_SCOPE, createAccess, type CallerInput, type Surface } from "./access.js";
 import { notFound } from "./errors.js";
 import { EventMatcher } from "./event-matching.js";
+import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, type Quotas } from "./limits.js";
 import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 import { createWebhookIngestion } from "./webhooks.js";
 import { agentHandlers } from "./agents.js";
@@ -29,6 +30,9 @@ export interface PlatformOptions {
   onRunCancelled?: (runId: string) => void;
   onFilterError?: (triggerId: string, err: unknown) => void;
   skills: SkillPool;
+  quotas?: Quotas;
+  // Deepest nesting of a webhook payload or run input.
+  jsonMaxDepth?: number;
 }
 
 // The one implementation every surface calls: authorize by the method's
@@ -43,6 +47,8 @@ export function createPlatform(options: PlatformOptions) {
     // Late-bound: the worker that listens is created after the platform.
     onRunsQueued: () => options.onRunsQueued?.(),
     onRunCancelled: (id) => options.onRunCancelled?.(id),
+    quotas: options.quotas ?? DEFAULT_QUOTAS,
+    jsonMaxDepth: options.jsonMaxDepth ?? DEFAULT_JSON_MAX_DEPTH,
   };
   const handlers: PlatformHandlers = {
     ...tenantHandlers(deps),
@@ -63,6 +69,8 @@ export function createPlatform(options: PlatformOptions) {
     burst: options.webhookRate?.burst ?? 200,
     now: deps.now,
     onRunsQueued: deps.onRunsQueued,
+    maxDepth: deps.jsonMaxDepth,
+    maxQueuedRuns: deps.quotas.queuedRuns,
   });
 
   return {

@@ -38,6 +38,8 @@ export interface TestServerOptions {
   mcpAuthorizationServers?: string[];
   // CIDRs customer MCP servers may be at (loopback for the test fixtures).
   outboundAllow?: string[];
+  quotas?: AppOptions["quotas"];
+  jsonMaxDepth?: number;
 }
 
 export async function startServer(options: TestServerOptions): Promise<TestServer> {
@@ -55,6 +57,8 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     metricsToken: options.metricsToken,
     webhook: options.webhook,
     outbound: { ...DEFAULT_OUTBOUND, allow: options.outboundAllow ?? [] },
+    quotas: options.quotas,
+    jsonMaxDepth: options.jsonMaxDepth,
     mcp: { publicUrl: url, authorizationServers: options.mcpAuthorizationServers ?? [] },
     runtime: options.runtime && {
       concurrency: 4,
