@@ -2,8 +2,10 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { Logger } from "pino";
 import type { DevIssuer } from "./integrations/identity/dev-issuer.js";
 import type { Authenticator } from "./integrations/identity/index.js";
+import { removeProtoAccessor } from "./lib/proto-accessor.js";
 import type { SecretBox } from "./lib/secret-box.js";
 import { createMetrics } from "./metrics.js";
+import { DEFAULT_QUOTAS, type Quotas } from "./service/limits.js";
 import { createPlatform, type Platform } from "./service/platform.js";
 import type { Store } from "./store/store.js";
 import { connectSurface } from "./surfaces/connect.js";
@@ -51,6 +53,10 @@ export interface AppOptions {
   runtime?: RuntimeOptions;
   mcp?: { publicUrl: string; authorizationServers: string[] };
   outbound?: OutboundOptions;
+  // Per-tenant caps; defaults from service/limits.ts.
+  quotas?: Quotas;
+  // Deepest nesting of a webhook payload or run input.
+  jsonMaxDepth?: number;
   expressions?: ExpressionOptions;
 }
 
@@ -76,6 +82,7 @@ export interface App {
 // One Fastify server, one port: every surface is an encapsulated plugin over
 // the same platform implementation.
 export async function buildApp(options: AppOptions): Promise<App> {
+  removeProtoAccessor();
   const server = Fastify({
     loggerInstance: options.logger as FastifyBaseLogger,
     serverFactory: h2cServerFactory,
@@ -129,7 +136,13 @@ export async function buildApp(options: AppOptions): Promise<App> {
         stepBudgetMs: options.expressions?.stepBudgetMs ?? DEFAULT_STEP_BUDGET_MS,
       });
     worker = new Worker({ queue: options.store.queue, executor, log, concurrency, leaseMs, maxAttempts });
-    if (options.runtime.scheduler) scheduler = new Scheduler({ store: options.store.schedules, log, onRunsQueued: () => worker?.wake() });
+    if (options.runtime.scheduler)
+      scheduler = new Scheduler({
+        store: options.store.schedules,
+        log,
+        onRunsQueued: () => worker?.wake(),
+        maxQueuedRuns: (options.quotas ?? DEFAULT_QUOTAS).queuedRuns,
+      });
   }
   metrics.instrument(server);
 

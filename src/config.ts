@@ -5,6 +5,7 @@ import { INTROSPECTION_DEFAULTS, type IntrospectionOptions } from "./integration
 import type { JwtOptions } from "./integrations/identity/jwt.js";
 import { DEFAULT_OUTBOUND, type OutboundOptions } from "./integrations/outbound/outbound.js";
 import { AddressPolicy } from "./integrations/outbound/address-policy.js";
+import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, QUOTA_VARIABLES, type Quotas } from "./service/limits.js";
 
 export type AuthConfig =
   | ({ mode: "jwt" } & Required<Pick<JwtOptions, "issuer" | "audience" | "algorithms" | "clockToleranceSeconds">> & Pick<JwtOptions, "jwksUrl">)
@@ -26,6 +27,9 @@ export interface Config extends StoreConfig {
   webhookMaxBytes: number;
   webhookRatePerSecond: number;
   webhookBurst: number;
+  // Deepest nesting of a webhook payload or run input.
+  jsonMaxDepth: number;
+  quotas: Quotas;
   workerConcurrency: number;
   runLeaseMs: number;
   runMaxAttempts: number;
@@ -213,6 +217,10 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     webhookMaxBytes: int(env, "AGENTPLANE_WEBHOOK_MAX_BYTES", 1024 * 1024, problems),
     webhookRatePerSecond: int(env, "AGENTPLANE_WEBHOOK_RATE_PER_SECOND", 100, problems),
     webhookBurst: int(env, "AGENTPLANE_WEBHOOK_BURST", 200, problems),
+    jsonMaxDepth: int(env, "AGENTPLANE_WEBHOOK_MAX_DEPTH", DEFAULT_JSON_MAX_DEPTH, problems),
+    quotas: Object.fromEntries(
+      Object.entries(QUOTA_VARIABLES).map(([kind, name]) => [kind, int(env, name, DEFAULT_QUOTAS[kind as keyof Quotas], problems)]),
+    ) as unknown as Quotas, // every key of QUOTA_VARIABLES is a key of Quotas
     workerConcurrency: int(env, "AGENTPLANE_WORKER_CONCURRENCY", 8, problems),
     runLeaseMs: int(env, "AGENTPLANE_RUN_LEASE_SECONDS", 30, problems) * 1000,
     runMaxAttempts: int(env, "AGENTPLANE_RUN_MAX_ATTEMPTS", 3, problems),
@@ -234,6 +242,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
   }
   if (config.workerConcurrency < 1) problems.push("AGENTPLANE_WORKER_CONCURRENCY must be at least 1");
   if (config.runMaxAttempts < 1) problems.push("AGENTPLANE_RUN_MAX_ATTEMPTS must be at least 1");
+  if (config.jsonMaxDepth < 1) problems.push("AGENTPLANE_WEBHOOK_MAX_DEPTH must be at least 1");
   if (config.webhookRatePerSecond < 1 || config.webhookBurst < 1)
     problems.push("AGENTPLANE_WEBHOOK_RATE_PER_SECOND and AGENTPLANE_WEBHOOK_BURST must be at least 1");
   if (problems.length) throw new ConfigError("invalid configuration:\n  - " + problems.join("\n  - "));

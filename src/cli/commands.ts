@@ -105,6 +105,8 @@ async function serveWith(
       filter: { budgetMs: config.expressions.filterBudgetMs },
       stepBudgetMs: config.expressions.stepBudgetMs,
     },
+    quotas: config.quotas,
+    jsonMaxDepth: config.jsonMaxDepth,
     runtime: {
       concurrency: config.workerConcurrency,
       leaseMs: config.runLeaseMs,

@@ -11,6 +11,8 @@ export interface SchedulerOptions {
   // How often trigger changes are picked up, at most.
   refreshMs?: number;
   now?: () => number;
+  // A slot of a tenant that already has this many queued runs is skipped.
+  maxQueuedRuns?: number;
 }
 
 // Fires schedule triggers. Each slot is recorded with its run in one
@@ -22,7 +24,7 @@ export class Scheduler {
   #stopped = true;
 
   constructor(options: SchedulerOptions) {
-    this.#o = { refreshMs: 30_000, now: Date.now, onRunsQueued: () => {}, ...options };
+    this.#o = { refreshMs: 30_000, now: Date.now, onRunsQueued: () => {}, maxQueuedRuns: Infinity, ...options };
   }
 
   start(): void {
@@ -52,7 +54,7 @@ export class Scheduler {
   }
 
   async #fire(trigger: TriggerRow, slot: number, now: number): Promise<boolean> {
-    return this.#o.store.fireSlot(trigger.id, slot, {
+    const outcome = await this.#o.store.fireSlot(trigger.id, slot, {
       id: newId("run"),
       tenantId: trigger.tenantId,
       agentId: trigger.agentId,
@@ -62,7 +64,13 @@ export class Scheduler {
       steps: [],
       createTime: now,
       updateTime: now,
-    });
+    }, this.#o.maxQueuedRuns);
+    if (outcome === "over_quota")
+      this.#o.log.warn(
+        { triggerId: trigger.id, tenantId: trigger.tenantId, slot: new Date(slot).toISOString(), maxQueuedRuns: this.#o.maxQueuedRuns },
+        "schedule slot skipped: the tenant has reached its queued-runs quota (AGENTPLANE_QUOTA_QUEUED_RUNS)",
+      );
+    return outcome === "fired";
   }
 
   async #loop(): Promise<void> {

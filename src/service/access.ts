@@ -91,23 +91,29 @@ export function createAccess({ store, authenticator, tenantClaim }: AccessOption
     return principal;
   }
 
-  // The selected tenant and the caller's role in it. `adminBypass`: a
-  // platform admin acts as admin of an existing tenant without a Member row.
+  // The selected tenant and the caller's own role in it (Member row, or the
+  // claim). `adminBypass`: a platform admin may select an existing tenant
+  // without a role there; its role then stays undefined.
   async function resolveTenant(principal: Principal, slug: string | undefined, adminBypass: boolean) {
     if (!slug) throw invalidArgument("X-Platform-Tenant", "a tenant slug is required");
     if (!isSlug(slug)) throw invalidArgument("X-Platform-Tenant", `"${slug}" is not a tenant slug`);
     // One answer for "no such tenant" and "not a member": nothing is learned.
     const denied = () => permissionDenied(`not a member of tenant "${slug}"`);
-    if (tenantClaim !== undefined && principal.claims[tenantClaim] !== slug && !adminBypass) throw denied();
+    const claimMatches = tenantClaim === undefined || principal.claims[tenantClaim] === slug;
+    if (!claimMatches && !adminBypass) throw denied();
     const tenant = await store.tenants.get(slug).catch(fromStoreError);
     if (!tenant || tenant.slug !== slug) {
       if (adminBypass) throw new ConnectError(`tenant "${slug}" not found`, Code.NotFound);
       throw denied();
     }
-    const role = (await resolveRole(principal, tenant.id).catch(fromStoreError)) ?? (adminBypass ? "admin" : undefined);
-    if (!role) throw denied();
+    const role = claimMatches ? await resolveRole(principal, tenant.id).catch(fromStoreError) : undefined;
+    if (!role && !adminBypass) throw denied();
     return { tenant: { id: tenant.id, slug: tenant.slug }, role };
   }
+
+  // Whether the platform:admin bypass applies to the method for this principal.
+  const bypasses = (principal: Principal, rule: MethodRule) =>
+    rule.access === Access.TENANT_OR_PLATFORM_ADMIN && principal.scopes.has(PLATFORM_ADMIN_SCOPE);
 
   function writeNeedsAdmin(method: DescMethod, rule: MethodRule, role: Role | undefined, slug: string): void {
     if (rule.write && role !== "admin") throw permissionDenied(`${method.name} needs the admin role in tenant "${slug}"`);
@@ -120,26 +126,31 @@ export function createAccess({ store, authenticator, tenantClaim }: AccessOption
       if (!scopeAllows(principal, surface, rule))
         throw permissionDenied(`missing scope: ${method.name} needs ${requiredScopes(surface, rule).join(" or ")}`);
       if (rule.access === Access.PLATFORM_ADMIN) return { principal, surface };
-      const adminBypass = rule.access === Access.TENANT_OR_PLATFORM_ADMIN && principal.scopes.has(PLATFORM_ADMIN_SCOPE);
+      const adminBypass = bypasses(principal, rule);
       const { tenant, role } = await resolveTenant(principal, input.tenant, adminBypass);
-      writeNeedsAdmin(method, rule, adminBypass ? "admin" : role, tenant.slug);
-      return { principal, surface, tenant, role };
+      const effective = adminBypass ? "admin" : role;
+      writeNeedsAdmin(method, rule, effective, tenant.slug);
+      return { principal, surface, tenant, role: effective };
     },
 
     // For a session-less surface that needs the caller's standing before it
-    // knows the operation (the MCP endpoint lists only callable tools).
+    // knows the operation (the MCP endpoint lists only callable tools). A
+    // platform admin without a role in the tenant stands there with no role:
+    // it may call only the platform and tenant-or-platform-admin methods.
     async standing(input: CallerInput, surface: Surface): Promise<CallContext> {
       const principal = await identify(input);
       const { tenant, role } = await resolveTenant(principal, input.tenant, principal.scopes.has(PLATFORM_ADMIN_SCOPE));
       return { principal, surface, tenant, role };
     },
 
-    // Whether a caller of known standing may call the method.
+    // Whether a caller of known standing may call the method: the same
+    // decision `authorize` makes, without the lookups.
     allows(call: CallContext, method: DescMethod): boolean {
       const rule = ruleOf(method);
       if (!scopeAllows(call.principal, call.surface, rule)) return false;
-      const adminBypass = rule.access !== Access.UNSPECIFIED && call.principal.scopes.has(PLATFORM_ADMIN_SCOPE);
-      return !rule.write || call.role === "admin" || adminBypass;
+      if (rule.access === Access.PLATFORM_ADMIN || bypasses(call.principal, rule)) return true;
+      if (!call.role) return false;
+      return !rule.write || call.role === "admin";
     },
   };
 }

@@ -9,7 +9,10 @@ import { applyUpdateMask } from "./field-mask.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";
 import { runMessage } from "./runs.js";
-import { optionalText, requireId, requireText } from "./validate.js";
+import { nestsDeeperThan } from "./json-depth.js";
+import { MAX_COUNT, MAX_LENGTH } from "./limits.js";
+import { insertWithinQuota, quotaError } from "./quotas.js";
+import { checkCount, checkLength, optionalText, requireId, requireText } from "./validate.js";
 
 const DEFAULT_MAX_STEPS = 16;
 const MAX_MAX_STEPS = 256;
@@ -39,23 +42,30 @@ export function agentMessage(row: AgentRow): Agent {
   });
 }
 
-export function agentHandlers({ store, secrets, now, onRunsQueued }: ServiceDeps) {
+export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonMaxDepth }: ServiceDeps) {
   // Validates an agent as a whole and returns the columns it is stored as.
   async function columns(tenantId: string, agent: Agent, id: string, previousKey: string | null) {
+    checkCount("agent.skill_ids", agent.skillIds, MAX_COUNT.skillIds);
     const skillIds = [...new Set(agent.skillIds)];
     for (const [i, skillId] of skillIds.entries()) {
       requireId(`agent.skill_ids[${i}]`, skillId, "skl");
       if (!(await store.skills.get(tenantId, skillId).catch(fromStoreError)))
         throw invalidArgument(`agent.skill_ids[${i}]`, `skill "${skillId}" not found`);
     }
-    for (const skillId of Object.keys(agent.allowedTools))
+    checkCount("agent.allowed_tools", Object.keys(agent.allowedTools), MAX_COUNT.allowedToolSkills);
+    for (const [skillId, list] of Object.entries(agent.allowedTools)) {
       if (!skillIds.includes(skillId)) throw invalidArgument("agent.allowed_tools", `"${skillId}" is not in skill_ids`);
+      const field = `agent.allowed_tools["${skillId}"].tools`;
+      checkCount(field, list.tools, MAX_COUNT.allowedTools);
+      list.tools.forEach((tool, i) => checkLength(`${field}[${i}]`, tool, MAX_LENGTH.toolName));
+    }
+    checkCount("agent.steps", agent.steps, MAX_COUNT.steps);
     const steps = agent.steps.map((s, i) => {
       if (!skillIds.includes(s.skillId)) throw invalidArgument(`agent.steps[${i}].skill_id`, `"${s.skillId}" is not in skill_ids`);
       return {
         skillId: s.skillId,
-        tool: requireText(`agent.steps[${i}].tool`, s.tool),
-        arguments: checkJsonata(`agent.steps[${i}].arguments`, s.arguments),
+        tool: requireText(`agent.steps[${i}].tool`, s.tool, MAX_LENGTH.toolName),
+        arguments: checkJsonata(`agent.steps[${i}].arguments`, s.arguments, MAX_LENGTH.stepArguments),
       };
     });
     let model: AgentSpec["model"];
@@ -67,8 +77,9 @@ export function agentHandlers({ store, secrets, now, onRunsQueued }: ServiceDeps
       if (baseUrl.href.includes("?")) throw invalidArgument("agent.model.base_url", "must not have a query (?)");
       model = {
         baseUrl: baseUrl.toString(),
-        model: requireText("agent.model.model", agent.model.model),
+        model: requireText("agent.model.model", agent.model.model, MAX_LENGTH.modelName),
       };
+      checkLength("agent.model.api_key", agent.model.apiKey, MAX_LENGTH.secret);
       modelApiKey = agent.model.apiKey ? secrets.seal(agent.model.apiKey, agentSecretContext(id)) : previousKey;
     }
     if (agent.maxSteps < 0 || agent.maxSteps > MAX_MAX_STEPS)
@@ -76,9 +87,9 @@ export function agentHandlers({ store, secrets, now, onRunsQueued }: ServiceDeps
     const timeoutMs = agent.timeout ? durationMs(agent.timeout) : DEFAULT_TIMEOUT_MS;
     if (timeoutMs <= 0 || timeoutMs > MAX_TIMEOUT_MS) throw invalidArgument("agent.timeout", "must be between 1 ms and 1 h");
     return {
-      name: requireText("agent.name", agent.name),
-      description: optionalText("agent.description", agent.description, 2000),
-      instructions: optionalText("agent.instructions", agent.instructions, 100_000),
+      name: requireText("agent.name", agent.name, MAX_LENGTH.name),
+      description: optionalText("agent.description", agent.description, MAX_LENGTH.description),
+      instructions: optionalText("agent.instructions", agent.instructions, MAX_LENGTH.instructions),
       spec: {
         skillIds,
         allowedTools: Object.fromEntries(Object.entries(agent.allowedTools).map(([k, v]) => [k, v.tools])),
@@ -115,7 +126,7 @@ export function agentHandlers({ store, secrets, now, onRunsQueued }: ServiceDeps
       const id = newId("agt");
       const t = now();
       const cols = await columns(tenant.id, agent ?? create(AgentSchema), id, null);
-      const row = await store.agents.insert({ id, tenantId: tenant.id, ...cols, createTime: t, updateTime: t }).catch(fromStoreError);
+      const row = await insertWithinQuota(store.agents, { id, tenantId: tenant.id, ...cols, createTime: t, updateTime: t }, tenant, quotas, "agents");
       return { agent: { ...agentMessage(row), tenant: tenant.slug } };
     },
     async updateAgent({ agent, updateMask }, call) {
@@ -139,20 +150,20 @@ export function agentHandlers({ store, secrets, now, onRunsQueued }: ServiceDeps
       const tenant = tenantOf(call);
       const agent = await find(tenant.id, id);
       if (!agent.enabled) throw failedPrecondition(`agent "${id}" is disabled`);
+      const json = input ? toJson(ValueSchema, input) : null;
+      if (nestsDeeperThan(json, jsonMaxDepth)) throw invalidArgument("input", `must not nest deeper than ${jsonMaxDepth} levels`);
       const t = now();
-      const run = await store.runs
-        .insert({
-          id: newId("run"),
-          tenantId: tenant.id,
-          agentId: agent.id,
-          input: input ? toJson(ValueSchema, input) : null,
-          status: "queued",
-          steps: [],
-          createTime: t,
-          updateTime: t,
-        })
+      const runId = newId("run");
+      const queued = await store.queue
+        .insertMany(
+          [{ id: runId, tenantId: tenant.id, agentId: agent.id, input: json, status: "queued", steps: [], createTime: t, updateTime: t }],
+          quotas.queuedRuns,
+        )
         .catch(fromStoreError);
+      if (!queued) throw quotaError(tenant.slug, quotas, "queuedRuns");
       onRunsQueued();
+      const run = await store.runs.get(tenant.id, runId).catch(fromStoreError);
+      if (!run) throw notFound("run", runId);
       return { run: { ...runMessage(run), tenant: tenant.slug } };
     },
   } satisfies Partial<PlatformHandlers>;

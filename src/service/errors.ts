@@ -12,6 +12,11 @@ export const failedPrecondition = (message: string) => new ConnectError(message,
 
 export const permissionDenied = (message: string) => new ConnectError(message, Code.PermissionDenied);
 
+// A per-tenant quota is reached: names the count, the limit and the variable
+// that sets it, so the operator knows what to raise.
+export const quotaExceeded = (tenant: string, limit: number, what: string, variable: string) =>
+  new ConnectError(`tenant ${tenant} has ${limit} ${what}, the limit (${variable})`, Code.ResourceExhausted);
+
 // Store failures become API errors; anything unrecognised is rethrown as is
 // (the surfaces turn it into `internal` without detail).
 export function fromStoreError(err: unknown, conflictMessage = "already exists"): never {

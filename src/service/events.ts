@@ -7,6 +7,7 @@ import { fromStoreError, notFound } from "./errors.js";
 import { runMessage } from "./runs.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";
+import { quotaError } from "./quotas.js";
 
 export function eventMessage(row: EventRow, runIds: string[] = []): Event {
   return create(EventSchema, {
@@ -22,7 +23,7 @@ export function eventMessage(row: EventRow, runIds: string[] = []): Event {
   });
 }
 
-export function eventHandlers({ store, matcher, now, onRunsQueued }: ServiceDeps) {
+export function eventHandlers({ store, matcher, now, onRunsQueued, quotas }: ServiceDeps) {
   async function find(tenantId: string, id: string): Promise<EventRow> {
     const row = await store.events.get(tenantId, id).catch(fromStoreError);
     if (!row) throw notFound("event", id);
@@ -69,7 +70,8 @@ export function eventHandlers({ store, matcher, now, onRunsQueued }: ServiceDeps
         createTime: t,
         updateTime: t,
       }));
-      await store.queue.insertMany(rows).catch(fromStoreError);
+      if (!(await store.queue.insertMany(rows, quotas.queuedRuns).catch(fromStoreError)))
+        throw quotaError(tenant.slug, quotas, "queuedRuns");
       if (rows.length) onRunsQueued();
       const runIds = await store.runs.idsForEvent(tenant.id, event.id).catch(fromStoreError);
       const runs = await Promise.all(rows.map((r) => store.runs.get(tenant.id, r.id)));

@@ -1,6 +1,8 @@
 import jsonata from "jsonata";
 import { LinearRegExp } from "../integrations/expressions/linear-regex.js";
 import { invalidArgument } from "./errors.js";
+import { MAX_LENGTH } from "./limits.js";
+import { checkLength } from "./validate.js";
 
 // Regular expression literals of a parsed expression (JSONata's AST keeps
 // them as RegExp values).
@@ -22,7 +24,8 @@ function regexLiterals(ast: unknown): RegExp[] {
 // JSONata expressions are compiled when saved, so a typo is refused at
 // create time instead of failing a run later; so is a regular expression the
 // linear-time engine cannot run (backreferences, lookaround).
-export function checkJsonata(field: string, expression: string): string {
+export function checkJsonata(field: string, expression: string, maxLength: number): string {
+  checkLength(field, expression, maxLength);
   if (!expression.trim()) return expression;
   let ast: unknown;
   try {
@@ -46,6 +49,7 @@ export function checkJsonata(field: string, expression: string): string {
 }
 
 export function checkHttpUrl(field: string, value: string): URL {
+  checkLength(field, value, MAX_LENGTH.url);
   let url: URL;
   try {
     url = new URL(value);

@@ -5,6 +5,7 @@ import type { SecretBox } from "../lib/secret-box.js";
 import type { Store } from "../store/store.js";
 import type { CallContext } from "./access.js";
 import type { EventMatcher } from "./event-matching.js";
+import type { Quotas } from "./limits.js";
 import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 
 type Methods = typeof PlatformService.method;
@@ -30,6 +31,9 @@ export interface ServiceDeps {
   onRunsQueued: () => void;
   // A run was cancelled: stop it now if it is executing here.
   onRunCancelled: (runId: string) => void;
+  quotas: Quotas;
+  // Deepest nesting of a JSON value a tenant sends (run input).
+  jsonMaxDepth: number;
 }
 
 // Tenant operations always have a tenant once authorized.

@@ -3,10 +3,12 @@ import { Role } from "../../gen/platform/v1/common_pb.js";
 import { MemberSchema, type Member } from "../../gen/platform/v1/tenant_pb.js";
 import { newId } from "../lib/ids.js";
 import type { MemberRow } from "../store/schema.js";
-import { fromStoreError, invalidArgument, notFound } from "./errors.js";
+import { failedPrecondition, fromStoreError, invalidArgument, notFound } from "./errors.js";
 import { applyUpdateMask } from "./field-mask.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";
+import { MAX_LENGTH } from "./limits.js";
+import { insertWithinQuota } from "./quotas.js";
 import { requireText } from "./validate.js";
 
 const ROLE_NAMES = { [Role.ADMIN]: "admin", [Role.VIEWER]: "viewer" } as const;
@@ -26,7 +28,10 @@ function memberMessage(row: MemberRow, tenant: string): Member {
   });
 }
 
-export function memberHandlers({ store, now }: ServiceDeps) {
+const lastAdmin = (id: string, tenant: string, action: string) =>
+  failedPrecondition(`member "${id}" is the last admin of tenant "${tenant}"; add another admin before ${action} it`);
+
+export function memberHandlers({ store, now, quotas }: ServiceDeps) {
   return {
     async listMembers(req, call) {
       const tenant = tenantOf(call);
@@ -37,11 +42,16 @@ export function memberHandlers({ store, now }: ServiceDeps) {
     },
     async addMember({ member }, call) {
       const tenant = tenantOf(call);
-      const subject = requireText("member.subject", member?.subject ?? "", 255);
+      const subject = requireText("member.subject", member?.subject ?? "", MAX_LENGTH.subject);
       const t = now();
-      const row = await store.members
-        .insert({ id: newId("mem"), tenantId: tenant.id, subject, role: roleName(member?.role ?? Role.UNSPECIFIED), createTime: t, updateTime: t })
-        .catch((err) => fromStoreError(err, `"${subject}" is already a member of tenant "${tenant.slug}"`));
+      const row = await insertWithinQuota(
+        store.members,
+        { id: newId("mem"), tenantId: tenant.id, subject, role: roleName(member?.role ?? Role.UNSPECIFIED), createTime: t, updateTime: t },
+        tenant,
+        quotas,
+        "members",
+        (err) => fromStoreError(err, `"${subject}" is already a member of tenant "${tenant.slug}"`),
+      );
       return { member: memberMessage(row, tenant.slug) };
     },
     async updateMember({ member, updateMask }, call) {
@@ -50,15 +60,18 @@ export function memberHandlers({ store, now }: ServiceDeps) {
       const row = await store.members.get(tenant.id, member.id).catch(fromStoreError);
       if (!row) throw notFound("member", member.id);
       const { merged } = applyUpdateMask(MemberSchema, memberMessage(row, tenant.slug), member, updateMask, ["role"]);
-      const updated = await store.members
-        .update(tenant.id, row.id, { role: roleName(merged.role), updateTime: now() })
+      const result = await store.members
+        .change(tenant.id, row.id, { role: roleName(merged.role), updateTime: now() })
         .catch(fromStoreError);
-      if (!updated) throw notFound("member", member.id);
-      return { member: memberMessage(updated, tenant.slug) };
+      if (result.outcome === "not_found") throw notFound("member", member.id);
+      if (result.outcome === "last_admin") throw lastAdmin(member.id, tenant.slug, "demoting");
+      return { member: memberMessage(result.row, tenant.slug) };
     },
     async removeMember({ id }, call) {
       const tenant = tenantOf(call);
-      if (!(await store.members.delete(tenant.id, id).catch(fromStoreError))) throw notFound("member", id);
+      const result = await store.members.change(tenant.id, id, { remove: true }).catch(fromStoreError);
+      if (result.outcome === "not_found") throw notFound("member", id);
+      if (result.outcome === "last_admin") throw lastAdmin(id, tenant.slug, "removing");
       return {};
     },
   } satisfies Partial<PlatformHandlers>;

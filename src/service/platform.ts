@@ -7,6 +7,7 @@ import { PLATFORM_ADMIN_SCOPE, createAccess, type CallerInput, type Surface } fr
 import { notFound } from "./errors.js";
 import { EventMatcher, type EventMatcherOptions, type FilterPolicy } from "./event-matching.js";
 import type { ExpressionSandbox } from "../integrations/expressions/sandbox.js";
+import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, type Quotas } from "./limits.js";
 import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 import { createWebhookIngestion } from "./webhooks.js";
 import { agentHandlers } from "./agents.js";
@@ -33,6 +34,9 @@ export interface PlatformOptions {
   sandbox: ExpressionSandbox;
   filterPolicy?: Partial<FilterPolicy>;
   onFilterFailure?: EventMatcherOptions["onFilterFailure"];
+  quotas?: Quotas;
+  // Deepest nesting of a webhook payload or run input.
+  jsonMaxDepth?: number;
 }
 
 // The one implementation every surface calls: authorize by the method's
@@ -53,6 +57,8 @@ export function createPlatform(options: PlatformOptions) {
     // Late-bound: the worker that listens is created after the platform.
     onRunsQueued: () => options.onRunsQueued?.(),
     onRunCancelled: (id) => options.onRunCancelled?.(id),
+    quotas: options.quotas ?? DEFAULT_QUOTAS,
+    jsonMaxDepth: options.jsonMaxDepth ?? DEFAULT_JSON_MAX_DEPTH,
   };
   const handlers: PlatformHandlers = {
     ...tenantHandlers(deps),
@@ -73,6 +79,8 @@ export function createPlatform(options: PlatformOptions) {
     burst: options.webhookRate?.burst ?? 200,
     now: deps.now,
     onRunsQueued: deps.onRunsQueued,
+    maxDepth: deps.jsonMaxDepth,
+    maxQueuedRuns: deps.quotas.queuedRuns,
   });
 
   return {

@@ -9,7 +9,9 @@ import { applyUpdateMask } from "./field-mask.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";
 import { skillConnection, skillSecretContext } from "./skill-connection.js";
-import { requireText } from "./validate.js";
+import { MAX_COUNT, MAX_LENGTH } from "./limits.js";
+import { insertWithinQuota } from "./quotas.js";
+import { checkCount, checkLength, requireText } from "./validate.js";
 
 const UPDATABLE = ["name", "mcp_url", "auth"] as const;
 
@@ -53,12 +55,15 @@ function authColumns(
     case "none":
       return { auth: { mode: "none" }, authSecret: null };
     case "staticBearer": {
+      checkLength("skill.auth.static_bearer.token", mode.value.token, MAX_LENGTH.secret);
       const secret = mode.value.token ? seal(mode.value.token) : keep("static_bearer");
       if (!secret) throw invalidArgument("skill.auth.static_bearer.token", "is required");
       return { auth: { mode: "static_bearer" }, authSecret: secret };
     }
     case "oauth": {
       const o = mode.value;
+      checkLength("skill.auth.oauth.client_secret", o.clientSecret, MAX_LENGTH.secret);
+      checkCount("skill.auth.oauth.scopes", o.scopes, MAX_COUNT.scopes);
       const secret = o.clientSecret ? seal(o.clientSecret) : keep("oauth");
       if (!secret) throw invalidArgument("skill.auth.oauth.client_secret", "is required");
       checkHttpUrl("skill.auth.oauth.issuer", o.issuer);
@@ -67,9 +72,9 @@ function authColumns(
           mode: "oauth",
           // Kept as written: it is compared exactly with the advertised issuer.
           issuer: o.issuer,
-          clientId: requireText("skill.auth.oauth.client_id", o.clientId),
-          scopes: o.scopes.map((s, i) => requireText(`skill.auth.oauth.scopes[${i}]`, s)),
-          audience: o.audience,
+          clientId: requireText("skill.auth.oauth.client_id", o.clientId, MAX_LENGTH.clientId),
+          scopes: o.scopes.map((s, i) => requireText(`skill.auth.oauth.scopes[${i}]`, s, MAX_LENGTH.scope)),
+          audience: checkLength("skill.auth.oauth.audience", o.audience, MAX_LENGTH.audience),
         },
         authSecret: secret,
       };
@@ -83,7 +88,7 @@ function checkMcpUrl(value: string): string {
   return url.toString();
 }
 
-export function skillHandlers({ store, secrets, now, skills }: ServiceDeps) {
+export function skillHandlers({ store, secrets, now, skills, quotas }: ServiceDeps) {
   // Lists the tools from the server and records the outcome on the skill.
   async function refresh(row: SkillRow): Promise<{ row: SkillRow; error?: string }> {
     let patch: Partial<SkillRow>;
@@ -142,18 +147,22 @@ export function skillHandlers({ store, secrets, now, skills }: ServiceDeps) {
       const tenant = tenantOf(call);
       const id = newId("skl");
       const t = now();
-      const row = await store.skills
-        .insert({
+      const row = await insertWithinQuota(
+        store.skills,
+        {
           id,
           tenantId: tenant.id,
-          name: requireText("skill.name", skill?.name ?? ""),
+          name: requireText("skill.name", skill?.name ?? "", MAX_LENGTH.name),
           mcpUrl: checkMcpUrl(skill?.mcpUrl ?? ""),
           ...authColumns(skill?.auth, (p) => secrets.seal(p, skillSecretContext(id))),
           tools: [],
           createTime: t,
           updateTime: t,
-        })
-        .catch(fromStoreError);
+        },
+        tenant,
+        quotas,
+        "skills",
+      );
       // Creating never fails on an unreachable server; the outcome is recorded.
       const refreshed = await refresh(row);
       return { skill: { ...skillMessage(refreshed.row), tenant: tenant.slug } };
@@ -168,7 +177,7 @@ export function skillHandlers({ store, secrets, now, skills }: ServiceDeps) {
         : { auth: row.auth, authSecret: row.authSecret };
       const updated = await store.skills
         .update(tenant.id, row.id, {
-          name: requireText("skill.name", merged.name),
+          name: requireText("skill.name", merged.name, MAX_LENGTH.name),
           mcpUrl: checkMcpUrl(merged.mcpUrl),
           ...auth,
           updateTime: now(),

@@ -6,6 +6,7 @@ import { fromStoreError, invalidArgument, notFound } from "./errors.js";
 import { applyUpdateMask } from "./field-mask.js";
 import { times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";
+import { MAX_LENGTH } from "./limits.js";
 import { isSlug, optionalText } from "./validate.js";
 
 export function tenantMessage(row: TenantRow): Tenant {
@@ -28,7 +29,7 @@ export function tenantHandlers({ store, now }: ServiceDeps) {
         .insert({
           id: newId("ten"),
           slug,
-          displayName: optionalText("tenant.display_name", tenant?.displayName ?? "", 200),
+          displayName: optionalText("tenant.display_name", tenant?.displayName ?? "", MAX_LENGTH.displayName),
           createTime: t,
           updateTime: t,
         })
@@ -49,7 +50,7 @@ export function tenantHandlers({ store, now }: ServiceDeps) {
       const row = await find(tenant.id);
       const { merged } = applyUpdateMask(TenantSchema, tenantMessage(row), tenant, updateMask, ["display_name"]);
       const updated = await store.tenants
-        .update(row.id, { displayName: optionalText("tenant.display_name", merged.displayName, 200), updateTime: now() })
+        .update(row.id, { displayName: optionalText("tenant.display_name", merged.displayName, MAX_LENGTH.displayName), updateTime: now() })
         .catch(fromStoreError);
       if (!updated) throw notFound("tenant", tenant.id);
       return { tenant: tenantMessage(updated) };

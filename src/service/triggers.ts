@@ -10,7 +10,9 @@ import { checkJsonata } from "./expressions.js";
 import { applyUpdateMask } from "./field-mask.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";
-import { requireId } from "./validate.js";
+import { MAX_LENGTH } from "./limits.js";
+import { insertWithinQuota } from "./quotas.js";
+import { checkLength, requireId } from "./validate.js";
 
 const UPDATABLE = ["agent_id", "enabled", "webhook", "schedule", "manual"] as const;
 
@@ -34,6 +36,7 @@ export function triggerMessage(row: TriggerRow): Trigger {
 
 function checkTimezone(zone: string): string {
   if (!zone) return "";
+  checkLength("trigger.schedule.timezone", zone, MAX_LENGTH.timezone);
   try {
     new Intl.DateTimeFormat("en", { timeZone: zone });
   } catch {
@@ -44,6 +47,7 @@ function checkTimezone(zone: string): string {
 
 function checkCron(expr: string, timezone: string): string {
   if (!expr.trim()) throw invalidArgument("trigger.schedule.cron", "is required");
+  checkLength("trigger.schedule.cron", expr, MAX_LENGTH.cron);
   try {
     new Cron(expr, { paused: true, timezone: timezone || undefined });
   } catch (err) {
@@ -52,7 +56,7 @@ function checkCron(expr: string, timezone: string): string {
   return expr;
 }
 
-export function triggerHandlers({ store, now }: ServiceDeps) {
+export function triggerHandlers({ store, now, quotas }: ServiceDeps) {
   async function columns(tenantId: string, trigger: Trigger) {
     const agentId = requireId("trigger.agent_id", trigger.agentId, "agt");
     if (!(await store.agents.get(tenantId, agentId).catch(fromStoreError)))
@@ -74,7 +78,7 @@ export function triggerHandlers({ store, now }: ServiceDeps) {
           kind: "webhook" as const,
           sourceId,
           eventTypePattern: checkEventTypePattern("trigger.webhook.event_type_pattern", kind.value.eventTypePattern),
-          filter: checkJsonata("trigger.webhook.filter", kind.value.filter) || null,
+          filter: checkJsonata("trigger.webhook.filter", kind.value.filter, MAX_LENGTH.filter) || null,
         };
       }
       case "schedule": {
@@ -110,9 +114,13 @@ export function triggerHandlers({ store, now }: ServiceDeps) {
       const tenant = tenantOf(call);
       const t = now();
       const cols = await columns(tenant.id, trigger ?? create(TriggerSchema));
-      const row = await store.triggers
-        .insert({ id: newId("trg"), tenantId: tenant.id, ...cols, createTime: t, updateTime: t })
-        .catch(fromStoreError);
+      const row = await insertWithinQuota(
+        store.triggers,
+        { id: newId("trg"), tenantId: tenant.id, ...cols, createTime: t, updateTime: t },
+        tenant,
+        quotas,
+        "triggers",
+      );
       return { trigger: { ...triggerMessage(row), tenant: tenant.slug } };
     },
     async updateTrigger({ trigger, updateMask }, call) {

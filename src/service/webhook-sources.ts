@@ -8,6 +8,8 @@ import { failedPrecondition, fromStoreError, invalidArgument, notFound } from ".
 import { applyUpdateMask } from "./field-mask.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";
+import { MAX_LENGTH } from "./limits.js";
+import { insertWithinQuota } from "./quotas.js";
 import { requireText } from "./validate.js";
 
 const UPDATABLE = ["name", "enabled"] as const;
@@ -25,7 +27,7 @@ export function webhookSourceMessage(row: WebhookSourceRow, now: number): Webhoo
   });
 }
 
-export function webhookSourceHandlers({ store, now }: ServiceDeps) {
+export function webhookSourceHandlers({ store, now, quotas }: ServiceDeps) {
   const message = (row: WebhookSourceRow, slug: string) => ({ ...webhookSourceMessage(row, now()), tenant: slug });
 
   async function find(tenantId: string, id: string): Promise<WebhookSourceRow> {
@@ -50,17 +52,21 @@ export function webhookSourceHandlers({ store, now }: ServiceDeps) {
       const tenant = tenantOf(call);
       const token = newWebhookToken();
       const t = now();
-      const row = await store.webhookSources
-        .insert({
+      const row = await insertWithinQuota(
+        store.webhookSources,
+        {
           id: newId("src"),
           tenantId: tenant.id,
-          name: requireText("webhook_source.name", webhookSource?.name ?? ""),
+          name: requireText("webhook_source.name", webhookSource?.name ?? "", MAX_LENGTH.name),
           enabled: webhookSource?.enabled ?? true,
           tokenDigest: webhookTokenDigest(token),
           createTime: t,
           updateTime: t,
-        })
-        .catch(fromStoreError);
+        },
+        tenant,
+        quotas,
+        "webhookSources",
+      );
       return { webhookSource: message(row, tenant.slug), token };
     },
     async updateWebhookSource({ webhookSource, updateMask }, call) {
@@ -70,7 +76,7 @@ export function webhookSourceHandlers({ store, now }: ServiceDeps) {
       const { merged } = applyUpdateMask(WebhookSourceSchema, webhookSourceMessage(row, now()), webhookSource, updateMask, UPDATABLE);
       const updated = await store.webhookSources
         .update(tenant.id, row.id, {
-          name: requireText("webhook_source.name", merged.name),
+          name: requireText("webhook_source.name", merged.name, MAX_LENGTH.name),
           enabled: merged.enabled ?? true,
           updateTime: now(),
         })

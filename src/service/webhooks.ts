@@ -6,6 +6,10 @@ import type { Store } from "../store/store.js";
 import { fromStoreError, invalidArgument } from "./errors.js";
 import type { EventMatcher } from "./event-matching.js";
 import { checkEventType } from "./event-pattern.js";
+import { nestsDeeperThan } from "./json-depth.js";
+import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, MAX_LENGTH } from "./limits.js";
+import { QueuedRunCounts } from "./queued-runs.js";
+import { quotaError } from "./quotas.js";
 import { RateLimiter } from "./rate-limit.js";
 
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3600_000;
@@ -19,6 +23,10 @@ export interface WebhookOptions {
   now?: () => number;
   // Called after runs were committed, so workers wake without polling.
   onRunsQueued?: () => void;
+  // Deepest nesting of a payload.
+  maxDepth?: number;
+  // Most queued runs per tenant; an event whose runs would pass it is refused.
+  maxQueuedRuns?: number;
 }
 
 export type Accepted =
@@ -34,6 +42,16 @@ export function createWebhookIngestion(options: WebhookOptions) {
   const now = options.now ?? Date.now;
   const limiter = new RateLimiter(options.ratePerSecond, options.burst);
   const { matcher } = options;
+  const maxDepth = options.maxDepth ?? DEFAULT_JSON_MAX_DEPTH;
+  const maxQueuedRuns = options.maxQueuedRuns ?? DEFAULT_QUOTAS.queuedRuns;
+  const queuedRuns = new QueuedRunCounts((tenantId) => store.runs.queuedCount(tenantId));
+
+  // 429 so the sender retries later; nothing of the event is stored.
+  async function overQuota(tenantId: string): Promise<ConnectError> {
+    const tenant = await store.tenants.get(tenantId).catch(fromStoreError);
+    const err = quotaError(tenant?.slug ?? tenantId, { ...DEFAULT_QUOTAS, queuedRuns: maxQueuedRuns }, "queuedRuns");
+    return new ConnectError(err.rawMessage, err.code, { "retry-after": "1" });
+  }
 
   return {
     // Before the body is read: who is sending, and may it send now.
@@ -58,12 +76,17 @@ export function createWebhookIngestion(options: WebhookOptions) {
       checkEventType("event_type", eventType);
       if (typeof payload !== "object" || payload === null || Array.isArray(payload))
         throw invalidArgument("payload", "is required and must be a JSON object");
-      if (idempotencyKey !== undefined && (idempotencyKey.length === 0 || idempotencyKey.length > 255))
-        throw invalidArgument("Idempotency-Key", "must be 1 to 255 characters");
+      if (nestsDeeperThan(payload, maxDepth)) throw invalidArgument("payload", `must not nest deeper than ${maxDepth} levels`);
+      if (idempotencyKey !== undefined && (idempotencyKey.length === 0 || idempotencyKey.length > MAX_LENGTH.idempotencyKey))
+        throw invalidArgument("Idempotency-Key", `must be 1 to ${MAX_LENGTH.idempotencyKey} characters`);
 
       const t = now();
       const candidates = await store.webhooks.matchCandidates(source.tenantId, source.id).catch(fromStoreError);
       const matched = await matcher.matching(source.tenantId, candidates, eventType, payload as Record<string, unknown>);
+      if (matched.length) {
+        const queued = queuedRuns.fresh(source.tenantId, t) ?? (await queuedRuns.get(source.tenantId, t).catch(fromStoreError));
+        if (queued + matched.length > maxQueuedRuns) throw await overQuota(source.tenantId);
+      }
       const eventId = newId("evt");
       const result = await store.webhooks
         .ingest(
@@ -96,7 +119,10 @@ export function createWebhookIngestion(options: WebhookOptions) {
         )
         .catch(fromStoreError);
       if (result.duplicate) return { status: 200, body: { event_id: result.eventId, duplicate: true } };
-      if (matched.length) options.onRunsQueued?.();
+      if (matched.length) {
+        queuedRuns.added(source.tenantId, matched.length);
+        options.onRunsQueued?.();
+      }
       return { status: 202, body: { event_id: result.eventId, matched_triggers: matched.length } };
     },
   };

@@ -77,8 +77,11 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
   );
   const nextExpiry = raw.prepare<[], { t: number | null }>(`select min(lease_expire_time) as t from runs where status = 'running'`);
   const insert = prepareRunInsert(raw);
-  const insertTx = raw.transaction((rows: Parameters<RunQueue["insertMany"]>[0]) => {
+  const queued = prepareQueuedCount(raw);
+  const insertTx = raw.transaction((rows: Parameters<RunQueue["insertMany"]>[0], maxQueued: number) => {
+    if (rows.length && queued.get(rows[0]!.tenantId)! + rows.length > maxQueued) return false;
     for (const r of rows) insert.run(r);
+    return true;
   });
 
   return {
@@ -105,7 +108,7 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
         return row && parse(row);
       }),
     nextLeaseExpiry: () => run(() => nextExpiry.get()?.t ?? undefined),
-    insertMany: (rows) => run(() => insertTx(rows)),
+    insertMany: (rows, maxQueued = Infinity) => run(() => insertTx.immediate(rows, maxQueued)),
   };
 }
 
@@ -126,4 +129,11 @@ export function prepareRunInsert(raw: Database.Database): { run(r: RunInsert): v
         input: r.input === undefined || r.input === null ? null : JSON.stringify(r.input),
       }),
   };
+}
+
+// How many runs of a tenant wait to be claimed. Served by the runs_queue
+// index (status, id): it reads every queued run, of every tenant, bounded by
+// the quotas; an index on (tenant_id, status) would read only the tenant's.
+export function prepareQueuedCount(raw: Database.Database): Database.Statement<[string], number> {
+  return raw.prepare<[string], number>(`select count(*) from runs where status = 'queued' and tenant_id = ?`).pluck(true);
 }

@@ -1,6 +1,6 @@
 import type Database from "better-sqlite3";
 import { run } from "./sqlite-errors.js";
-import { prepareRunInsert } from "./sqlite-queue.js";
+import { prepareQueuedCount, prepareRunInsert } from "./sqlite-queue.js";
 import type { TriggerRow } from "./schema.js";
 import type { ScheduleStore } from "./store.js";
 
@@ -14,14 +14,18 @@ export function createSqliteScheduleStore(raw: Database.Database): ScheduleStore
   const last = raw.prepare<[string], { t: number | null }>(`select max(slot_time) as t from schedule_slots where trigger_id = ?`);
   const slot = raw.prepare(`insert into schedule_slots (trigger_id, slot_time, run_id) values (?, ?, ?) on conflict do nothing`);
   const insertRun = prepareRunInsert(raw);
-  const fire = raw.transaction((triggerId: string, slotTime: number, r: Parameters<ScheduleStore["fireSlot"]>[2]) => {
-    if (slot.run(triggerId, slotTime, r.id).changes === 0) return false;
+  const queued = prepareQueuedCount(raw);
+  const fire = raw.transaction((triggerId: string, slotTime: number, r: Parameters<ScheduleStore["fireSlot"]>[2], maxQueued: number) => {
+    // A skipped slot is recorded with an empty run id, so it is not fired later.
+    const over = queued.get(r.tenantId)! >= maxQueued;
+    if (slot.run(triggerId, slotTime, over ? "" : r.id).changes === 0) return "taken" as const;
+    if (over) return "over_quota" as const;
     insertRun.run(r);
-    return true;
+    return "fired" as const;
   });
   return {
     scheduleTriggers: () => run(() => triggers.all().map((t) => ({ ...t, enabled: Boolean(t.enabled) }))),
     lastSlot: (triggerId) => run(() => last.get(triggerId)?.t ?? undefined),
-    fireSlot: (triggerId, slotTime, r) => run(() => fire(triggerId, slotTime, r)),
+    fireSlot: (triggerId, slotTime, r, maxQueued = Infinity) => run(() => fire.immediate(triggerId, slotTime, r, maxQueued)),
   };
 }

@@ -2,8 +2,9 @@ import type Database from "better-sqlite3";
 import { Column, and, eq, getTableColumns, getTableName } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { run } from "./sqlite-errors.js";
+import { createSqliteMemberChange } from "./sqlite-members.js";
 import { createSqliteWebhookStore, type GroupCommitOptions } from "./sqlite-ingest.js";
-import { createSqliteRunQueue } from "./sqlite-queue.js";
+import { createSqliteRunQueue, prepareQueuedCount } from "./sqlite-queue.js";
 import { createSqliteScheduleStore } from "./sqlite-schedules.js";
 import * as schema from "./schema.js";
 import { migrateSqlite, openSqlite, type Db, type SqliteOptions } from "./sqlite.js";
@@ -89,6 +90,15 @@ function tenantRepo<T extends TenantScopedTable, Row, Insert>(
   // service passes are fixed in code, so there are few).
   const listStmts = new Map<string, Database.Statement<unknown[], unknown[]>>();
   const byId = (tenantId: string, id: string) => and(eq(table.tenantId, tenantId), eq(table.id, id));
+  const countStmt = lazy(() =>
+    raw.prepare<[string], number>(`select count(*) from ${reader.table} where ${col(table.tenantId)} = ?`).pluck(true),
+  );
+  const insert = (row: Insert) => db.insert(table).values(row as T["$inferInsert"]).returning().get() as Row;
+  // Immediate: the write lock is taken before the count, so two processes
+  // cannot both count below the limit and both insert.
+  const insertWithin = raw.transaction((row: Insert, limit: number) =>
+    countStmt().get((row as { tenantId: string }).tenantId)! >= limit ? undefined : insert(row),
+  );
   const repo: TenantRepo<Row, Insert> = {
     list: (tenantId, query) =>
       run(() => {
@@ -126,7 +136,8 @@ function tenantRepo<T extends TenantScopedTable, Row, Insert>(
         const values = getStmt().get(tenantId, id);
         return values && reader.decode(values);
       }),
-    insert: (row) => run(() => db.insert(table).values(row as T["$inferInsert"]).returning().get() as Row),
+    insert: (row) => run(() => insert(row)),
+    insertWithin: (row, limit) => run(() => insertWithin.immediate(row, limit)),
     update: (tenantId, id, patch) =>
       run(
         () =>
@@ -180,6 +191,8 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
       .pluck(true),
   );
 
+  const queuedCount = lazy(() => prepareQueuedCount(raw));
+
   return {
     db,
     tenants: {
@@ -204,6 +217,7 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
           const values = memberBySubject().get(tenantId, subject);
           return values && memberRepo.reader.decode(values);
         }),
+      change: createSqliteMemberChange(raw),
     },
     agents: tenantRepo<typeof agents, schema.AgentRow, typeof agents.$inferInsert>(db, raw, agents).repo,
     skills: tenantRepo<typeof skills, schema.SkillRow, typeof skills.$inferInsert>(db, raw, skills).repo,
@@ -220,6 +234,7 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
     runs: {
       ...runRepo.repo,
       idsForEvent: (tenantId, eventId) => run(() => runIdsForEvent().all(tenantId, eventId)),
+      queuedCount: (tenantId) => run(() => queuedCount().get(tenantId)!),
     },
     webhooks: createSqliteWebhookStore(raw, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }),
     queue: createSqliteRunQueue(raw),

@@ -31,6 +31,9 @@ export interface TenantRepo<Row, Insert> {
   list(tenantId: string, query: ListQuery<Row>): Promise<Row[]>;
   get(tenantId: string, id: string): Promise<Row | undefined>;
   insert(row: Insert): Promise<Row>;
+  // Inserts unless the tenant already has `limit` rows of this kind (the count
+  // and the insert in one transaction); undefined when it has.
+  insertWithin(row: Insert, limit: number): Promise<Row | undefined>;
   update(tenantId: string, id: string, patch: Partial<Insert>): Promise<Row | undefined>;
   delete(tenantId: string, id: string): Promise<boolean>;
 }
@@ -43,8 +46,16 @@ export interface TenantStore {
   update(id: string, patch: Partial<typeof tenants.$inferInsert>): Promise<TenantRow | undefined>;
 }
 
+export type MemberChange = { remove: true } | { remove?: false; role: MemberRow["role"]; updateTime: number };
+
+export type MemberChangeResult = { outcome: "done"; row: MemberRow } | { outcome: "not_found" } | { outcome: "last_admin" };
+
 export interface MemberStore extends TenantRepo<MemberRow, typeof members.$inferInsert> {
   findBySubject(tenantId: string, subject: string): Promise<MemberRow | undefined>;
+  // Removes a member or changes its role, unless that leaves the tenant with
+  // no admin: the check and the write are one transaction. `row` is the
+  // member as it was (remove) or is now (role change).
+  change(tenantId: string, id: string, change: MemberChange): Promise<MemberChangeResult>;
 }
 
 export interface EventQuery extends ListQuery<EventRow> {
@@ -58,6 +69,8 @@ export interface EventStore extends TenantRepo<EventRow, typeof events.$inferIns
 
 export interface RunStore extends TenantRepo<RunRow, typeof runs.$inferInsert> {
   idsForEvent(tenantId: string, eventId: string): Promise<string[]>;
+  // Runs of the tenant waiting to be claimed.
+  queuedCount(tenantId: string): Promise<number>;
 }
 
 type EventInsert = typeof events.$inferInsert;
@@ -112,16 +125,19 @@ export interface RunQueue {
   // The earliest lease expiry among running runs: when a dead worker's run
   // becomes claimable.
   nextLeaseExpiry(): Promise<number | undefined>;
-  insertMany(rows: RunInsert[]): Promise<void>;
+  // Queues runs of one tenant, unless the tenant's queued runs would then
+  // exceed `maxQueued` (checked in the same transaction); false when refused.
+  insertMany(rows: RunInsert[], maxQueued?: number): Promise<boolean>;
 }
 
 export interface ScheduleStore {
   // Enabled schedule triggers of enabled agents, across tenants.
   scheduleTriggers(): Promise<TriggerRow[]>;
   lastSlot(triggerId: string): Promise<number | undefined>;
-  // Records the slot and queues its run in one transaction; false when the
-  // slot already fired.
-  fireSlot(triggerId: string, slotTime: number, run: RunInsert): Promise<boolean>;
+  // Records the slot and queues its run in one transaction: "taken" when the
+  // slot already fired; "over_quota" when the tenant already has `maxQueued`
+  // queued runs, in which case the slot is recorded without a run (skipped).
+  fireSlot(triggerId: string, slotTime: number, run: RunInsert, maxQueued?: number): Promise<"fired" | "taken" | "over_quota">;
 }
 
 export interface Store {

@@ -39,6 +39,8 @@ export interface TestServerOptions {
   // CIDRs customer MCP servers may be at (loopback for the test fixtures).
   outboundAllow?: string[];
   expressions?: AppOptions["expressions"];
+  quotas?: AppOptions["quotas"];
+  jsonMaxDepth?: number;
 }
 
 export async function startServer(options: TestServerOptions): Promise<TestServer> {
@@ -57,6 +59,8 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     webhook: options.webhook,
     outbound: { ...DEFAULT_OUTBOUND, allow: options.outboundAllow ?? [] },
     expressions: options.expressions,
+    quotas: options.quotas,
+    jsonMaxDepth: options.jsonMaxDepth,
     mcp: { publicUrl: url, authorizationServers: options.mcpAuthorizationServers ?? [] },
     runtime: options.runtime && {
       concurrency: 4,

@@ -1,0 +1,69 @@
+// Every bound on what a tenant may send or keep, in one place: string
+// lengths (characters), counts of repeated fields, JSON nesting, and the
+// per-tenant quotas. The README's "Limits" section lists the same numbers.
+export const MAX_LENGTH = {
+  id: 64,
+  slug: 63,
+  name: 200,
+  displayName: 200,
+  description: 2000,
+  instructions: 100_000,
+  subject: 255,
+  url: 2048,
+  clientId: 255,
+  secret: 8192,
+  scope: 200,
+  audience: 2048,
+  modelName: 200,
+  toolName: 200,
+  eventType: 200,
+  eventTypePattern: 200,
+  // JSONata: a trigger filter is a predicate; step arguments build a tool's input.
+  filter: 4096,
+  stepArguments: 16_384,
+  cron: 200,
+  timezone: 64,
+  idempotencyKey: 255,
+} as const;
+
+export const MAX_COUNT = {
+  skillIds: 64,
+  allowedToolSkills: 64,
+  allowedTools: 256,
+  steps: 64,
+  scopes: 32,
+} as const;
+
+// JSON values a tenant sends (webhook payloads, run inputs) nest at most this
+// deep unless configured otherwise: deeper values overflow recursive code.
+export const DEFAULT_JSON_MAX_DEPTH = 64;
+
+export interface Quotas {
+  agents: number;
+  skills: number;
+  triggers: number;
+  webhookSources: number;
+  members: number;
+  // Runs waiting to be claimed (status queued).
+  queuedRuns: number;
+}
+
+export const DEFAULT_QUOTAS: Quotas = {
+  agents: 1000,
+  skills: 200,
+  triggers: 1000,
+  webhookSources: 100,
+  members: 1000,
+  queuedRuns: 10_000,
+};
+
+// The variable that sets each quota, named in the error so an operator knows
+// what to raise.
+export const QUOTA_VARIABLES: Record<keyof Quotas, string> = {
+  agents: "AGENTPLANE_QUOTA_AGENTS",
+  skills: "AGENTPLANE_QUOTA_SKILLS",
+  triggers: "AGENTPLANE_QUOTA_TRIGGERS",
+  webhookSources: "AGENTPLANE_QUOTA_WEBHOOK_SOURCES",
+  members: "AGENTPLANE_QUOTA_MEMBERS",
+  queuedRuns: "AGENTPLANE_QUOTA_QUEUED_RUNS",
+};
