@@ -73,12 +73,15 @@ describe("agentplane serve with introspection", () => {
       });
       expect(res.status).toBe(503);
       expect(((await res.json()) as { code: string }).code).toBe("unavailable");
-      const errorLine = output()
-        .split("\n")
-        .filter(Boolean)
-        .map((l) => JSON.parse(l) as { level: number; msg: string })
-        .find((l) => l.level === 50);
-      expect(errorLine?.msg).toMatch(/introspection answered HTTP 401.*credentials/);
+      // The log line reaches the pipe on its own schedule, not with the answer.
+      const errorLineOf = () =>
+        output()
+          .split("\n")
+          .filter(Boolean)
+          .map((l) => JSON.parse(l) as { level: number; msg: string })
+          .find((l) => l.level === 50);
+      for (let i = 0; i < 40 && !errorLineOf(); i++) await new Promise((r) => setTimeout(r, 50));
+      expect(errorLineOf()?.msg).toMatch(/introspection answered HTTP 401.*credentials/);
       expect(output()).not.toContain(CLIENT_SECRET);
       expect(output()).not.toContain(token);
     } finally {
