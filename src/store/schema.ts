@@ -190,6 +190,8 @@ export const runs = sqliteTable(
     index("runs_event").on(t.eventId),
     // The queue: queued runs oldest first, and running runs by lease expiry.
     index("runs_queue").on(t.status, t.id),
+    // A tenant's queued runs, counted against its quota.
+    index("runs_tenant_status").on(t.tenantId, t.status),
     index("runs_leases").on(t.status, t.leaseExpireTime),
   ],
 );

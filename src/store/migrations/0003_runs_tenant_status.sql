@@ -1,0 +1,1 @@
+CREATE INDEX `runs_tenant_status` ON `runs` (`tenant_id`,`status`);
