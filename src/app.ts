@@ -62,7 +62,7 @@ export interface AppOptions {
 
 // Where and how tenant-authored JSONata runs (trigger filters, step arguments).
 export interface ExpressionOptions {
-  sandbox?: Partial<Omit<SandboxOptions, "onOverrun">>;
+  sandbox?: Partial<Omit<SandboxOptions, "onOverrun" | "onPlaced">>;
   filter?: Partial<FilterPolicy>;
   stepBudgetMs?: number;
 }
@@ -100,6 +100,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   const sandbox = new ExpressionSandbox({
     ...options.expressions?.sandbox,
     onOverrun: (mode, reason) => metrics.expressionOverruns.inc({ use: mode === "filter" ? "filter" : "step", reason }),
+    onPlaced: (mode, where) => metrics.expressionEvaluations.inc({ use: mode === "filter" ? "filter" : "step", where }),
   });
   // One warning per trigger per minute, not one per event.
   const warned = new Map<string, number>();

@@ -25,6 +25,12 @@ export function createMetrics() {
     labelNames: ["use", "reason"] as const,
     registers: [registry],
   });
+  const expressionEvaluations = new Counter({
+    name: "agentplane_expression_evaluations_total",
+    help: "Tenant expressions evaluated, by use and where: inline (bounded, within the tenant's share of the service thread) or in a sandbox process",
+    labelNames: ["use", "where"] as const,
+    registers: [registry],
+  });
   const filterFailures = new Counter({
     name: "agentplane_trigger_filter_failures_total",
     help: "Trigger filter evaluations that did not match because the filter failed or was suspended",
@@ -34,6 +40,7 @@ export function createMetrics() {
   return {
     registry,
     expressionOverruns,
+    expressionEvaluations,
     filterFailures,
     // Labels use the route pattern, never the raw URL, to bound cardinality.
     instrument(app: FastifyInstance) {

@@ -37,6 +37,23 @@ describe("expression sandbox", () => {
     expect(outcome).toEqual({ ok: true, value: true });
   });
 
+  it("runs a tenant's bounded expressions inline only within its share of the service thread", async () => {
+    const placed: string[] = [];
+    const limited = new ExpressionSandbox({ inlineMsPerSecond: 5, onPlaced: (_mode, where) => placed.push(where) });
+    try {
+      const items = Array.from({ length: 20_000 }, (_, i) => ({ i }));
+      const heavy = "$count(payload.items[i > 19990]) = 9"; // bounded, but a few ms on this payload
+      for (let n = 0; n < 8; n++) expect(await limited.evaluate("heavy", [heavy], { payload: { items } }, 5000, "filter")).toEqual([{ ok: true, value: true }]);
+      expect(placed.filter((w) => w === "sandbox").length).toBeGreaterThan(0);
+      placed.length = 0;
+      // Another tenant's share is its own.
+      expect(await limited.evaluate("light", ["payload.n = 1"], { payload: { n: 1 } }, 50, "filter")).toEqual([{ ok: true, value: true }]);
+      expect(placed).toEqual(["inline"]);
+    } finally {
+      await limited.close();
+    }
+  });
+
   it("cuts off an expression that never returns, and keeps serving", async () => {
     const started = Date.now();
     expect(await sandbox.evaluate("t", [ENDLESS, "1 = 1"], {}, 100, "filter")).toEqual([

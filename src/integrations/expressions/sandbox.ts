@@ -19,21 +19,28 @@ export interface SandboxOptions {
   // Time slice of a bounded expression evaluated on the service's own thread
   // before it is handed to a sandbox process instead (0: always a process).
   inlineSliceMs: number;
+  // Time a tenant's expressions may spend on the service's own thread per
+  // second (a token bucket of that size): past it, its bounded expressions
+  // queue for the sandbox like the rest, where the fairness rules apply.
+  inlineMsPerSecond: number;
   // Grace past an expression's budget before its process is killed (the
   // budget itself is checked between JSONata steps; this catches one step
   // that never returns, like a native sort of a huge array).
   hardKillSlackMs: number;
   // Every expression stopped by a budget or limit (for metrics).
   onOverrun?: (mode: Mode, kind: OverrunKind) => void;
+  // Where each expression was evaluated (for metrics).
+  onPlaced?: (mode: Mode, where: "inline" | "sandbox") => void;
 }
 
-export const DEFAULT_SANDBOX: Omit<SandboxOptions, "onOverrun"> = {
+export const DEFAULT_SANDBOX: Omit<SandboxOptions, "onOverrun" | "onPlaced"> = {
   workers: 2,
   maxDepth: 500,
   maxSequence: 1_000_000,
   memoryMb: 128,
   maxQueuedPerTenant: 1000,
   inlineSliceMs: 5,
+  inlineMsPerSecond: 100,
   hardKillSlackMs: 30,
 };
 
@@ -86,7 +93,8 @@ interface Slot {
 }
 
 // Tenant-authored JSONata runs here, never on the event loop that serves
-// requests unless it is provably cheap (bounded.ts): in separate processes,
+// requests unless it is provably cheap (bounded.ts) and its tenant is within
+// its share of that loop's time: in separate processes,
 // with a wall-clock budget per expression, a depth and sequence limit, a heap
 // limit, and linear-time regular expressions. Processes rather than worker
 // threads, because V8 treats some out-of-memory failures as fatal to the
@@ -107,6 +115,7 @@ export class ExpressionSandbox {
   readonly #busy = new Map<string, number>();
   readonly #program: string;
   readonly #inline: InlineExpressions;
+  readonly #inlineBuckets = new Map<string, { left: number; at: number }>();
   #spare?: Process;
   #nextId = 1;
   #watchdog?: NodeJS.Timeout;
@@ -129,8 +138,14 @@ export class ExpressionSandbox {
     const pending: Job["pending"] = [];
     const slice = Math.min(this.#o.inlineSliceMs, budgetMs);
     for (const [index, expression] of expressions.entries()) {
-      const compiled = slice > 0 ? this.#inline.accepts(expression) : undefined;
-      const outcome = compiled && (await this.#inline.evaluate(expression, compiled, input, slice, mode));
+      const compiled = slice > 0 && this.#inlineTime(tenant, 0) > 0 ? this.#inline.accepts(expression) : undefined;
+      let outcome: Outcome | undefined;
+      if (compiled) {
+        const started = performance.now();
+        outcome = await this.#inline.evaluate(expression, compiled, input, slice, mode);
+        this.#inlineTime(tenant, performance.now() - started);
+      }
+      this.#o.onPlaced?.(mode, outcome ? "inline" : "sandbox");
       if (outcome) {
         results[index] = outcome;
         hooks.settled?.(index, outcome);
@@ -138,6 +153,20 @@ export class ExpressionSandbox {
     }
     if (!pending.length) return results;
     return this.#enqueue(tenant, { mode, input, budgetMs: Math.max(1, Math.round(budgetMs)), pending, unsettled: pending.length, results, hooks });
+  }
+
+  // Takes `spentMs` from the tenant's inline time; returns what is left.
+  #inlineTime(tenant: string, spentMs: number): number {
+    const now = performance.now();
+    const rate = this.#o.inlineMsPerSecond;
+    let bucket = this.#inlineBuckets.get(tenant);
+    if (!bucket) {
+      if (this.#inlineBuckets.size >= 100_000) this.#inlineBuckets.clear();
+      this.#inlineBuckets.set(tenant, (bucket = { left: rate, at: now }));
+    }
+    bucket.left = Math.min(rate, bucket.left + ((now - bucket.at) / 1000) * rate) - spentMs;
+    bucket.at = now;
+    return bucket.left;
   }
 
   // Starts the processes ahead of the first expression (they take a moment).
