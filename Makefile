@@ -8,7 +8,7 @@ BIN := node_modules/.bin
 # `npm install` against the committed lockfile rather than `npm ci`: the
 # registry reachable here lacks some other platforms' optional binaries
 # (buf, swc), which the lockfile therefore omits and `npm ci` rejects.
-$(NPM_INSTALL_STAMP): package.json package-lock.json
+$(NPM_INSTALL_STAMP): package.json package-lock.json $(wildcard patches/*.patch)
 	npm install --no-audit --no-fund
 	@touch $@
 

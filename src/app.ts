@@ -2,7 +2,6 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { Logger } from "pino";
 import type { DevIssuer } from "./integrations/identity/dev-issuer.js";
 import type { Authenticator } from "./integrations/identity/index.js";
-import { removeProtoAccessor } from "./lib/proto-accessor.js";
 import type { SecretBox } from "./lib/secret-box.js";
 import { createMetrics } from "./metrics.js";
 import { DEFAULT_QUOTAS, type Quotas } from "./service/limits.js";
@@ -82,7 +81,6 @@ export interface App {
 // One Fastify server, one port: every surface is an encapsulated plugin over
 // the same platform implementation.
 export async function buildApp(options: AppOptions): Promise<App> {
-  removeProtoAccessor();
   const server = Fastify({
     loggerInstance: options.logger as FastifyBaseLogger,
     serverFactory: h2cServerFactory,
