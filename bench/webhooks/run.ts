@@ -31,6 +31,7 @@ import {
   CreateWebhookSourceRequestSchema,
 } from "../../gen/platform/v1/platform_service_pb.js";
 import { buildApp, type App } from "../../src/app.js";
+import { DEFAULT_QUOTAS } from "../../src/service/limits.js";
 import type { Authenticator, Principal } from "../../src/integrations/identity/index.js";
 import { SecretBox } from "../../src/lib/secret-box.js";
 import { createLogger } from "../../src/log.js";
@@ -219,6 +220,8 @@ async function startAgentplane(name: string, groupCommit: GroupCommitOptions | u
       authenticator,
       logger: createLogger("silent"),
       webhook: { maxBytes: 1024 * 1024, ratePerSecond: 1e9, burst: 1e9 },
+      // No runtime drains the queue here, so the queued-runs quota is out of the way too.
+      quotas: { ...DEFAULT_QUOTAS, queuedRuns: Number.MAX_SAFE_INTEGER },
     });
     const url = await listen(app.server);
     const { token, matchingTriggerId } = await seed(app);
