@@ -89,6 +89,7 @@ async function serveWith(config: Config, authenticator: Authenticator, secrets: 
     mcp: { publicUrl: config.publicUrl, authorizationServers: config.mcpAuthorizationServers },
     webhook: { maxBytes: config.webhookMaxBytes, ratePerSecond: config.webhookRatePerSecond, burst: config.webhookBurst },
     outbound: config.outbound,
+    http: config.http,
     runtime: {
       concurrency: config.workerConcurrency,
       leaseMs: config.runLeaseMs,

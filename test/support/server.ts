@@ -9,6 +9,7 @@ import { Role } from "../../gen/platform/v1/common_pb.js";
 import { buildApp, type App, type AppOptions, type RuntimeOptions } from "../../src/app.js";
 import { noopExecutor } from "../../src/runtime/executor.js";
 import { DEFAULT_OUTBOUND } from "../../src/integrations/skill-pool-factory.js";
+import { DEFAULT_HTTP_LIMITS, type HttpLimits } from "../../src/surfaces/http-limits.js";
 import type { Authenticator } from "../../src/integrations/identity/index.js";
 import { SecretBox } from "../../src/lib/secret-box.js";
 import { createLogger } from "../../src/log.js";
@@ -38,6 +39,8 @@ export interface TestServerOptions {
   mcpAuthorizationServers?: string[];
   // CIDRs customer MCP servers may be at (loopback for the test fixtures).
   outboundAllow?: string[];
+  // Small limits make the HTTP limit tests fast; unset ones keep the defaults.
+  http?: Partial<HttpLimits>;
 }
 
 export async function startServer(options: TestServerOptions): Promise<TestServer> {
@@ -55,6 +58,7 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     metricsToken: options.metricsToken,
     webhook: options.webhook,
     outbound: { ...DEFAULT_OUTBOUND, allow: options.outboundAllow ?? [] },
+    http: { ...DEFAULT_HTTP_LIMITS, ...options.http },
     mcp: { publicUrl: url, authorizationServers: options.mcpAuthorizationServers ?? [] },
     runtime: options.runtime && {
       concurrency: 4,
