@@ -10,6 +10,7 @@ import type { Store } from "./store/store.js";
 import { connectSurface } from "./surfaces/connect.js";
 import { devIssuerSurface } from "./surfaces/dev-issuer.js";
 import { h2cServerFactory } from "./surfaces/h2c-server.js";
+import { clientErrorHandler, DEFAULT_HTTP_LIMITS, type HttpLimits } from "./surfaces/http-limits.js";
 import { healthSurface } from "./surfaces/health.js";
 import { mcpSurface } from "./surfaces/mcp.js";
 import { VERSION } from "./version.js";
@@ -56,6 +57,7 @@ export interface AppOptions {
   quotas?: Quotas;
   // Deepest nesting of a webhook payload or run input.
   jsonMaxDepth?: number;
+  http?: HttpLimits;
   expressions?: ExpressionOptions;
 }
 
@@ -81,9 +83,14 @@ export interface App {
 // One Fastify server, one port: every surface is an encapsulated plugin over
 // the same platform implementation.
 export async function buildApp(options: AppOptions): Promise<App> {
+  const limits = options.http ?? DEFAULT_HTTP_LIMITS;
   const server = Fastify({
     loggerInstance: options.logger as FastifyBaseLogger,
-    serverFactory: h2cServerFactory,
+    serverFactory: h2cServerFactory(limits),
+    clientErrorHandler: clientErrorHandler(limits),
+    // REST and MCP bodies; Connect reads its own (`readMaxBytes`), webhooks
+    // set theirs.
+    bodyLimit: limits.maxBodyBytes,
     // Per-request logs would cost more than the requests on the hot paths;
     // errors are still logged, and metrics count every request.
     logController: new LogController({ disableRequestLogging: true }),
@@ -146,7 +153,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   metrics.instrument(server);
 
   await server.register(healthSurface, { store: options.store, registry: metrics.registry, metricsToken: options.metricsToken });
-  await server.register(connectSurface, { platform });
+  await server.register(connectSurface, { platform, readMaxBytes: limits.maxBodyBytes });
   await server.register(restSurface, { platform });
   await server.register(mcpSurface, {
     platform,

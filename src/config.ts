@@ -6,6 +6,8 @@ import type { JwtOptions } from "./integrations/identity/jwt.js";
 import { DEFAULT_OUTBOUND, type OutboundOptions } from "./integrations/outbound/outbound.js";
 import { AddressPolicy } from "./integrations/outbound/address-policy.js";
 import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, QUOTA_VARIABLES, type Quotas } from "./service/limits.js";
+import { openFileLimit } from "./lib/open-file-limit.js";
+import { DEFAULT_HTTP_LIMITS, type HttpLimits } from "./surfaces/http-limits.js";
 
 export type AuthConfig =
   | ({ mode: "jwt" } & Required<Pick<JwtOptions, "issuer" | "audience" | "algorithms" | "clockToleranceSeconds">> & Pick<JwtOptions, "jwksUrl">)
@@ -36,6 +38,7 @@ export interface Config extends StoreConfig {
   // Issuers the platform MCP endpoint advertises (RFC 9728).
   mcpAuthorizationServers: string[];
   outbound: OutboundOptions;
+  http: HttpLimits;
   expressions: ExpressionConfig;
 }
 
@@ -131,6 +134,48 @@ function parseAuth(env: Env, problems: string[]): AuthConfig {
       problems.push(`AGENTPLANE_AUTH_MODE must be 'jwt' or 'introspection', got "${mode}"`);
       return { mode: "dev", audience: "", clockToleranceSeconds };
   }
+}
+
+// File descriptors kept free of client connections: the database and its
+// journal, skill and identity-provider connections, logs.
+const RESERVED_FILE_DESCRIPTORS = 256;
+
+// Past the process's open-file limit, accepting fails for every caller
+// (health checks included) instead of only for connections over the cap.
+function parseHttpLimits(env: Env, problems: string[]): HttpLimits {
+  const fdLimit = openFileLimit();
+  const connectionRoom = fdLimit === undefined ? undefined : fdLimit - RESERVED_FILE_DESCRIPTORS;
+  const d = DEFAULT_HTTP_LIMITS;
+  const limits: HttpLimits = {
+    maxBodyBytes: int(env, "AGENTPLANE_HTTP_MAX_BODY_BYTES", d.maxBodyBytes, problems),
+    maxHeaderBytes: int(env, "AGENTPLANE_HTTP_MAX_HEADER_BYTES", d.maxHeaderBytes, problems),
+    headersTimeoutMs: int(env, "AGENTPLANE_HTTP_HEADERS_TIMEOUT_MS", d.headersTimeoutMs, problems),
+    requestTimeoutMs: int(env, "AGENTPLANE_HTTP_REQUEST_TIMEOUT_MS", d.requestTimeoutMs, problems),
+    idleTimeoutMs: int(env, "AGENTPLANE_HTTP_IDLE_TIMEOUT_MS", d.idleTimeoutMs, problems),
+    maxConnections: int(
+      env,
+      "AGENTPLANE_HTTP_MAX_CONNECTIONS",
+      Math.max(1, Math.min(d.maxConnections, connectionRoom ?? d.maxConnections)),
+      problems,
+    ),
+  };
+  for (const [name, value] of [
+    ["AGENTPLANE_HTTP_MAX_BODY_BYTES", limits.maxBodyBytes],
+    ["AGENTPLANE_HTTP_MAX_HEADER_BYTES", limits.maxHeaderBytes],
+    ["AGENTPLANE_HTTP_HEADERS_TIMEOUT_MS", limits.headersTimeoutMs],
+    ["AGENTPLANE_HTTP_REQUEST_TIMEOUT_MS", limits.requestTimeoutMs],
+    ["AGENTPLANE_HTTP_IDLE_TIMEOUT_MS", limits.idleTimeoutMs],
+    ["AGENTPLANE_HTTP_MAX_CONNECTIONS", limits.maxConnections],
+  ] as const)
+    if (value < 1) problems.push(`${name} must be at least 1`);
+  if (limits.headersTimeoutMs > limits.requestTimeoutMs)
+    problems.push("AGENTPLANE_HTTP_HEADERS_TIMEOUT_MS must not exceed AGENTPLANE_HTTP_REQUEST_TIMEOUT_MS (the headers are part of the request)");
+  if (connectionRoom !== undefined && limits.maxConnections > connectionRoom)
+    problems.push(
+      `AGENTPLANE_HTTP_MAX_CONNECTIONS (${limits.maxConnections}) must leave ${RESERVED_FILE_DESCRIPTORS} of the process's ` +
+        `${fdLimit} open files free: lower it to at most ${connectionRoom}, or raise the limit (ulimit -n)`,
+    );
+  return limits;
 }
 
 export interface LoadOptions {
@@ -234,6 +279,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
       maxResponseBytes: int(env, "AGENTPLANE_SKILL_MAX_RESPONSE_BYTES", DEFAULT_OUTBOUND.maxResponseBytes, problems),
     },
     expressions,
+    http: parseHttpLimits(env, problems),
   };
   try {
     new AddressPolicy(config.outbound.allow);

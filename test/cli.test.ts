@@ -38,6 +38,18 @@ describe("agentplane CLI", () => {
     expect(res.stderr).toContain("AGENTPLANE_JWT_ISSUER is required with AGENTPLANE_AUTH_MODE=jwt");
   });
 
+  it("refuses HTTP limits that cannot hold, naming the variables", async () => {
+    const res = await agentplane(["serve"], {
+      AGENTPLANE_DATA_DIR: dataDir,
+      AGENTPLANE_HTTP_MAX_CONNECTIONS: "100000000",
+      AGENTPLANE_HTTP_HEADERS_TIMEOUT_MS: "60000",
+      AGENTPLANE_HTTP_REQUEST_TIMEOUT_MS: "30000",
+    });
+    expect(res.code).toBe(1);
+    expect(res.stderr).toMatch(/AGENTPLANE_HTTP_MAX_CONNECTIONS \(100000000\) must leave 256 of the process's \d+ open files free/);
+    expect(res.stderr).toContain("AGENTPLANE_HTTP_HEADERS_TIMEOUT_MS must not exceed AGENTPLANE_HTTP_REQUEST_TIMEOUT_MS");
+  });
+
   it("migrates, creates a tenant with its admin, and adds a member", async () => {
     const env = { AGENTPLANE_DATA_DIR: dataDir };
     expect((await agentplane(["migrate"], env)).code).toBe(0);

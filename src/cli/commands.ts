@@ -107,6 +107,7 @@ async function serveWith(
     },
     quotas: config.quotas,
     jsonMaxDepth: config.jsonMaxDepth,
+    http: config.http,
     runtime: {
       concurrency: config.workerConcurrency,
       leaseMs: config.runLeaseMs,

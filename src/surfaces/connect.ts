@@ -20,8 +20,11 @@ function hideInternalErrors(log: FastifyBaseLogger): Interceptor {
 }
 
 // Every PlatformService method, generated-code-first: each handler hands the
-// request message and the caller's headers to the platform.
-export async function connectSurface(app: FastifyInstance, opts: { platform: Platform }): Promise<void> {
+// request message and the caller's headers to the platform. The message is
+// read before the caller is authenticated, so `readMaxBytes` bounds it (each
+// message of every protocol, compressed and decompressed); past it the caller
+// gets `resource_exhausted` and the connection closes.
+export async function connectSurface(app: FastifyInstance, opts: { platform: Platform; readMaxBytes: number }): Promise<void> {
   const { platform } = opts;
   const impl: Record<string, (req: unknown, ctx: { requestHeader: Headers }) => Promise<unknown>> = {};
   for (const method of platform.service.methods as DescMethod[])
@@ -32,5 +35,6 @@ export async function connectSurface(app: FastifyInstance, opts: { platform: Pla
       router.service(platform.service, impl as never); // `impl` is keyed by the descriptor's own method names
     },
     interceptors: [hideInternalErrors(app.log)],
+    readMaxBytes: opts.readMaxBytes,
   });
 }

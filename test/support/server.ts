@@ -9,6 +9,7 @@ import { Role } from "../../gen/platform/v1/common_pb.js";
 import { buildApp, type App, type AppOptions, type RuntimeOptions } from "../../src/app.js";
 import { noopExecutor } from "../../src/runtime/executor.js";
 import { DEFAULT_OUTBOUND } from "../../src/integrations/outbound/outbound.js";
+import { DEFAULT_HTTP_LIMITS, type HttpLimits } from "../../src/surfaces/http-limits.js";
 import type { Authenticator } from "../../src/integrations/identity/index.js";
 import { SecretBox } from "../../src/lib/secret-box.js";
 import { createLogger } from "../../src/log.js";
@@ -41,6 +42,8 @@ export interface TestServerOptions {
   expressions?: AppOptions["expressions"];
   quotas?: AppOptions["quotas"];
   jsonMaxDepth?: number;
+  // Small limits make the HTTP limit tests fast; unset ones keep the defaults.
+  http?: Partial<HttpLimits>;
 }
 
 export async function startServer(options: TestServerOptions): Promise<TestServer> {
@@ -61,6 +64,7 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     expressions: options.expressions,
     quotas: options.quotas,
     jsonMaxDepth: options.jsonMaxDepth,
+    http: { ...DEFAULT_HTTP_LIMITS, ...options.http },
     mcp: { publicUrl: url, authorizationServers: options.mcpAuthorizationServers ?? [] },
     runtime: options.runtime && {
       concurrency: 4,
