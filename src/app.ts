@@ -102,10 +102,15 @@ export async function buildApp(options: AppOptions): Promise<App> {
   const guardedFetch = createOutboundFetch(outbound);
   const skills = createSkillPool(guardedFetch, outbound);
   const metrics = createMetrics();
+  // Bound once: this counts every evaluation on the webhook path.
+  const placed = {
+    filter: { inline: metrics.expressionEvaluations.labels("filter", "inline"), sandbox: metrics.expressionEvaluations.labels("filter", "sandbox") },
+    value: { inline: metrics.expressionEvaluations.labels("step", "inline"), sandbox: metrics.expressionEvaluations.labels("step", "sandbox") },
+  };
   const sandbox = new ExpressionSandbox({
     ...options.expressions?.sandbox,
     onOverrun: (mode, reason) => metrics.expressionOverruns.inc({ use: mode === "filter" ? "filter" : "step", reason }),
-    onPlaced: (mode, where) => metrics.expressionEvaluations.inc({ use: mode === "filter" ? "filter" : "step", where }),
+    onPlaced: (mode, where) => placed[mode][where].inc(),
   });
   // One warning per trigger per minute, not one per event.
   const warned = new Map<string, number>();

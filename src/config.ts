@@ -48,6 +48,8 @@ export interface ExpressionConfig {
   workers: number;
   maxDepth: number;
   memoryMb: number;
+  // Service-thread time per tenant per second for bounded expressions (0: never inline).
+  inlineMsPerSecond: number;
   filterBudgetMs: number;
   stepBudgetMs: number;
 }
@@ -238,6 +240,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     workers: int(env, "AGENTPLANE_EXPRESSION_WORKERS", 2, problems),
     maxDepth: int(env, "AGENTPLANE_EXPRESSION_MAX_DEPTH", 500, problems),
     memoryMb: int(env, "AGENTPLANE_EXPRESSION_MEMORY_MB", 128, problems),
+    inlineMsPerSecond: int(env, "AGENTPLANE_EXPRESSION_INLINE_MS_PER_SECOND", 250, problems),
     filterBudgetMs: int(env, "AGENTPLANE_FILTER_BUDGET_MS", 50, problems),
     stepBudgetMs: int(env, "AGENTPLANE_STEP_EXPRESSION_BUDGET_MS", 1000, problems),
   };

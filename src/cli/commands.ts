@@ -101,7 +101,12 @@ async function serveWith(
     webhook: { maxBytes: config.webhookMaxBytes, ratePerSecond: config.webhookRatePerSecond, burst: config.webhookBurst },
     outbound: config.outbound,
     expressions: {
-      sandbox: { workers: config.expressions.workers, maxDepth: config.expressions.maxDepth, memoryMb: config.expressions.memoryMb },
+      sandbox: {
+        workers: config.expressions.workers,
+        maxDepth: config.expressions.maxDepth,
+        memoryMb: config.expressions.memoryMb,
+        inlineMsPerSecond: config.expressions.inlineMsPerSecond,
+      },
       filter: { budgetMs: config.expressions.filterBudgetMs },
       stepBudgetMs: config.expressions.stepBudgetMs,
     },

@@ -40,7 +40,7 @@ export const DEFAULT_SANDBOX: Omit<SandboxOptions, "onOverrun" | "onPlaced"> = {
   memoryMb: 128,
   maxQueuedPerTenant: 1000,
   inlineSliceMs: 5,
-  inlineMsPerSecond: 100,
+  inlineMsPerSecond: 250,
   hardKillSlackMs: 30,
 };
 
@@ -124,7 +124,7 @@ export class ExpressionSandbox {
   constructor(options: Partial<SandboxOptions> = {}) {
     this.#o = { ...DEFAULT_SANDBOX, ...options };
     this.#program = sandboxProgram({ maxDepth: this.#o.maxDepth, maxSequence: this.#o.maxSequence });
-    this.#inline = new InlineExpressions(this.#o.maxDepth, this.#o.maxSequence);
+    this.#inline = new InlineExpressions();
     this.#slots = Array.from({ length: Math.max(1, this.#o.workers) }, () => ({ startedAt: 0 }));
   }
 
@@ -135,28 +135,31 @@ export class ExpressionSandbox {
   // sandbox process.
   async evaluate(tenant: string, expressions: string[], input: unknown, budgetMs: number, mode: Mode, hooks: JobHooks = {}): Promise<Outcome[]> {
     const results: Outcome[] = [];
-    const pending: Job["pending"] = [];
+    let pending: Job["pending"] | undefined;
     const slice = Math.min(this.#o.inlineSliceMs, budgetMs);
-    for (const [index, expression] of expressions.entries()) {
-      const compiled = slice > 0 && this.#inlineTime(tenant, 0) > 0 ? this.#inline.accepts(expression) : undefined;
+    const share = slice > 0 ? this.#inlineShare(tenant) : undefined;
+    for (let index = 0; index < expressions.length; index++) {
+      const expression = expressions[index]!;
+      const compiled = share && share.left > 0 ? this.#inline.accepts(expression) : undefined;
       let outcome: Outcome | undefined;
       if (compiled) {
         const started = performance.now();
-        outcome = await this.#inline.evaluate(expression, compiled, input, slice, mode);
-        this.#inlineTime(tenant, performance.now() - started);
+        outcome = await this.#inline.evaluate(compiled, input, slice, mode);
+        share!.left -= performance.now() - started;
       }
       this.#o.onPlaced?.(mode, outcome ? "inline" : "sandbox");
       if (outcome) {
         results[index] = outcome;
         hooks.settled?.(index, outcome);
-      } else pending.push({ index, expression });
+      } else (pending ??= []).push({ index, expression });
     }
-    if (!pending.length) return results;
+    if (!pending) return results;
     return this.#enqueue(tenant, { mode, input, budgetMs: Math.max(1, Math.round(budgetMs)), pending, unsettled: pending.length, results, hooks });
   }
 
-  // Takes `spentMs` from the tenant's inline time; returns what is left.
-  #inlineTime(tenant: string, spentMs: number): number {
+  // The tenant's bucket of inline time, refilled to now; callers take what
+  // they spend from `left`.
+  #inlineShare(tenant: string): { left: number; at: number } {
     const now = performance.now();
     const rate = this.#o.inlineMsPerSecond;
     let bucket = this.#inlineBuckets.get(tenant);
@@ -164,9 +167,9 @@ export class ExpressionSandbox {
       if (this.#inlineBuckets.size >= 100_000) this.#inlineBuckets.clear();
       this.#inlineBuckets.set(tenant, (bucket = { left: rate, at: now }));
     }
-    bucket.left = Math.min(rate, bucket.left + ((now - bucket.at) / 1000) * rate) - spentMs;
+    bucket.left = Math.min(rate, bucket.left + ((now - bucket.at) / 1000) * rate);
     bucket.at = now;
-    return bucket.left;
+    return bucket;
   }
 
   // Starts the processes ahead of the first expression (they take a moment).
