@@ -48,6 +48,7 @@ test: $(NPM_INSTALL_STAMP) check build
 bench: build
 	node dist/bench/management/run.js
 	node dist/bench/webhooks/run.js
+	node dist/bench/isolation/run.js
 
 clean:
 	rm -rf dist
