@@ -149,27 +149,18 @@ function parseHttpLimits(env: Env, problems: string[]): HttpLimits {
   const connectionRoom = fdLimit === undefined ? undefined : fdLimit - RESERVED_FILE_DESCRIPTORS;
   const d = DEFAULT_HTTP_LIMITS;
   const limits: HttpLimits = {
-    maxBodyBytes: int(env, "AGENTPLANE_HTTP_MAX_BODY_BYTES", d.maxBodyBytes, problems),
-    maxHeaderBytes: int(env, "AGENTPLANE_HTTP_MAX_HEADER_BYTES", d.maxHeaderBytes, problems),
-    headersTimeoutMs: int(env, "AGENTPLANE_HTTP_HEADERS_TIMEOUT_MS", d.headersTimeoutMs, problems),
-    requestTimeoutMs: int(env, "AGENTPLANE_HTTP_REQUEST_TIMEOUT_MS", d.requestTimeoutMs, problems),
-    idleTimeoutMs: int(env, "AGENTPLANE_HTTP_IDLE_TIMEOUT_MS", d.idleTimeoutMs, problems),
-    maxConnections: int(
+    maxBodyBytes: positiveInt(env, "AGENTPLANE_HTTP_MAX_BODY_BYTES", d.maxBodyBytes, problems),
+    maxHeaderBytes: positiveInt(env, "AGENTPLANE_HTTP_MAX_HEADER_BYTES", d.maxHeaderBytes, problems),
+    headersTimeoutMs: positiveInt(env, "AGENTPLANE_HTTP_HEADERS_TIMEOUT_MS", d.headersTimeoutMs, problems),
+    requestTimeoutMs: positiveInt(env, "AGENTPLANE_HTTP_REQUEST_TIMEOUT_MS", d.requestTimeoutMs, problems),
+    idleTimeoutMs: positiveInt(env, "AGENTPLANE_HTTP_IDLE_TIMEOUT_MS", d.idleTimeoutMs, problems),
+    maxConnections: positiveInt(
       env,
       "AGENTPLANE_HTTP_MAX_CONNECTIONS",
       Math.max(1, Math.min(d.maxConnections, connectionRoom ?? d.maxConnections)),
       problems,
     ),
   };
-  for (const [name, value] of [
-    ["AGENTPLANE_HTTP_MAX_BODY_BYTES", limits.maxBodyBytes],
-    ["AGENTPLANE_HTTP_MAX_HEADER_BYTES", limits.maxHeaderBytes],
-    ["AGENTPLANE_HTTP_HEADERS_TIMEOUT_MS", limits.headersTimeoutMs],
-    ["AGENTPLANE_HTTP_REQUEST_TIMEOUT_MS", limits.requestTimeoutMs],
-    ["AGENTPLANE_HTTP_IDLE_TIMEOUT_MS", limits.idleTimeoutMs],
-    ["AGENTPLANE_HTTP_MAX_CONNECTIONS", limits.maxConnections],
-  ] as const)
-    if (value < 1) problems.push(`${name} must be at least 1`);
   if (limits.headersTimeoutMs > limits.requestTimeoutMs)
     problems.push("AGENTPLANE_HTTP_HEADERS_TIMEOUT_MS must not exceed AGENTPLANE_HTTP_REQUEST_TIMEOUT_MS (the headers are part of the request)");
   if (connectionRoom !== undefined && limits.maxConnections > connectionRoom)
@@ -201,8 +192,7 @@ export function loadStoreConfig(env: Env = process.env): StoreConfig {
     throw new ConfigError(`AGENTPLANE_SQLITE_SYNCHRONOUS must be FULL or NORMAL, got "${synchronous}"`);
   const problems: string[] = [];
   const ingestBatchWindowMs = int(env, "AGENTPLANE_INGEST_BATCH_WINDOW_MS", 0, problems);
-  const ingestBatchMax = int(env, "AGENTPLANE_INGEST_BATCH_MAX", 256, problems);
-  if (ingestBatchMax < 1) problems.push("AGENTPLANE_INGEST_BATCH_MAX must be at least 1");
+  const ingestBatchMax = positiveInt(env, "AGENTPLANE_INGEST_BATCH_MAX", 256, problems);
   if (problems.length) throw new ConfigError(problems.join("; "));
   return {
     dataDir,
@@ -237,21 +227,13 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
   if (!options.dev && secretKey === undefined)
     problems.push("AGENTPLANE_SECRET_KEY is required: 32 bytes, base64-encoded (openssl rand -base64 32)");
   const expressions: ExpressionConfig = {
-    workers: int(env, "AGENTPLANE_EXPRESSION_WORKERS", 2, problems),
-    maxDepth: int(env, "AGENTPLANE_EXPRESSION_MAX_DEPTH", 500, problems),
-    memoryMb: int(env, "AGENTPLANE_EXPRESSION_MEMORY_MB", 128, problems),
+    workers: positiveInt(env, "AGENTPLANE_EXPRESSION_WORKERS", 2, problems),
+    maxDepth: positiveInt(env, "AGENTPLANE_EXPRESSION_MAX_DEPTH", 500, problems),
+    memoryMb: positiveInt(env, "AGENTPLANE_EXPRESSION_MEMORY_MB", 128, problems),
     inlineMsPerSecond: int(env, "AGENTPLANE_EXPRESSION_INLINE_MS_PER_SECOND", 250, problems),
-    filterBudgetMs: int(env, "AGENTPLANE_FILTER_BUDGET_MS", 50, problems),
-    stepBudgetMs: int(env, "AGENTPLANE_STEP_EXPRESSION_BUDGET_MS", 1000, problems),
+    filterBudgetMs: positiveInt(env, "AGENTPLANE_FILTER_BUDGET_MS", 50, problems),
+    stepBudgetMs: positiveInt(env, "AGENTPLANE_STEP_EXPRESSION_BUDGET_MS", 1000, problems),
   };
-  for (const [name, value] of [
-    ["AGENTPLANE_EXPRESSION_WORKERS", expressions.workers],
-    ["AGENTPLANE_EXPRESSION_MAX_DEPTH", expressions.maxDepth],
-    ["AGENTPLANE_EXPRESSION_MEMORY_MB", expressions.memoryMb],
-    ["AGENTPLANE_FILTER_BUDGET_MS", expressions.filterBudgetMs],
-    ["AGENTPLANE_STEP_EXPRESSION_BUDGET_MS", expressions.stepBudgetMs],
-  ] as const)
-    if (value < 1) problems.push(`${name} must be at least 1`);
   const config: Config = {
     host,
     port,
@@ -263,15 +245,15 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     metricsToken: str(env, "AGENTPLANE_METRICS_TOKEN"),
     logLevel: str(env, "AGENTPLANE_LOG_LEVEL") ?? "info",
     webhookMaxBytes: int(env, "AGENTPLANE_WEBHOOK_MAX_BYTES", 1024 * 1024, problems),
-    webhookRatePerSecond: int(env, "AGENTPLANE_WEBHOOK_RATE_PER_SECOND", 100, problems),
-    webhookBurst: int(env, "AGENTPLANE_WEBHOOK_BURST", 200, problems),
-    jsonMaxDepth: int(env, "AGENTPLANE_WEBHOOK_MAX_DEPTH", DEFAULT_JSON_MAX_DEPTH, problems),
+    webhookRatePerSecond: positiveInt(env, "AGENTPLANE_WEBHOOK_RATE_PER_SECOND", 100, problems),
+    webhookBurst: positiveInt(env, "AGENTPLANE_WEBHOOK_BURST", 200, problems),
+    jsonMaxDepth: positiveInt(env, "AGENTPLANE_WEBHOOK_MAX_DEPTH", DEFAULT_JSON_MAX_DEPTH, problems),
     quotas: Object.fromEntries(
       Object.entries(QUOTA_VARIABLES).map(([kind, name]) => [kind, int(env, name, DEFAULT_QUOTAS[kind as keyof Quotas], problems)]),
     ) as unknown as Quotas, // every key of QUOTA_VARIABLES is a key of Quotas
-    workerConcurrency: int(env, "AGENTPLANE_WORKER_CONCURRENCY", 8, problems),
+    workerConcurrency: positiveInt(env, "AGENTPLANE_WORKER_CONCURRENCY", 8, problems),
     runLeaseMs: int(env, "AGENTPLANE_RUN_LEASE_SECONDS", 30, problems) * 1000,
-    runMaxAttempts: int(env, "AGENTPLANE_RUN_MAX_ATTEMPTS", 3, problems),
+    runMaxAttempts: positiveInt(env, "AGENTPLANE_RUN_MAX_ATTEMPTS", 3, problems),
     mcpAuthorizationServers:
       str(env, "AGENTPLANE_MCP_AUTHORIZATION_SERVERS")?.split(",").map((s) => s.trim()).filter(Boolean) ??
       (auth.mode === "jwt" ? [auth.issuer] : auth.mode === "dev" ? [publicUrl] : []),
@@ -289,11 +271,6 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
   } catch (err) {
     problems.push(`AGENTPLANE_OUTBOUND_ALLOW: ${(err as Error).message}`);
   }
-  if (config.workerConcurrency < 1) problems.push("AGENTPLANE_WORKER_CONCURRENCY must be at least 1");
-  if (config.runMaxAttempts < 1) problems.push("AGENTPLANE_RUN_MAX_ATTEMPTS must be at least 1");
-  if (config.jsonMaxDepth < 1) problems.push("AGENTPLANE_WEBHOOK_MAX_DEPTH must be at least 1");
-  if (config.webhookRatePerSecond < 1 || config.webhookBurst < 1)
-    problems.push("AGENTPLANE_WEBHOOK_RATE_PER_SECOND and AGENTPLANE_WEBHOOK_BURST must be at least 1");
   if (problems.length) throw new ConfigError("invalid configuration:\n  - " + problems.join("\n  - "));
   return config;
 }
