@@ -184,6 +184,21 @@ export interface StoreConfig {
   ingestBatchMax: number;
 }
 
+function parseQuotas(env: Env, problems: string[]): Quotas {
+  return Object.fromEntries(
+    Object.entries(QUOTA_VARIABLES).map(([kind, name]) => [kind, int(env, name, DEFAULT_QUOTAS[kind as keyof Quotas], problems)]),
+  ) as unknown as Quotas; // every key of QUOTA_VARIABLES is a key of Quotas
+}
+
+// The per-tenant quotas alone, for the operator CLI, which needs no auth
+// configuration but must keep the same caps as the service.
+export function loadQuotas(env: Env = process.env): Quotas {
+  const problems: string[] = [];
+  const quotas = parseQuotas(env, problems);
+  if (problems.length) throw new ConfigError(problems.join("; "));
+  return quotas;
+}
+
 // What the store commands (`migrate`, `tenant create`, …) need: no auth.
 export function loadStoreConfig(env: Env = process.env): StoreConfig {
   const dataDir = resolve(str(env, "AGENTPLANE_DATA_DIR") ?? "data");
@@ -248,9 +263,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     webhookRatePerSecond: positiveInt(env, "AGENTPLANE_WEBHOOK_RATE_PER_SECOND", 100, problems),
     webhookBurst: positiveInt(env, "AGENTPLANE_WEBHOOK_BURST", 200, problems),
     jsonMaxDepth: positiveInt(env, "AGENTPLANE_WEBHOOK_MAX_DEPTH", DEFAULT_JSON_MAX_DEPTH, problems),
-    quotas: Object.fromEntries(
-      Object.entries(QUOTA_VARIABLES).map(([kind, name]) => [kind, int(env, name, DEFAULT_QUOTAS[kind as keyof Quotas], problems)]),
-    ) as unknown as Quotas, // every key of QUOTA_VARIABLES is a key of Quotas
+    quotas: parseQuotas(env, problems),
     workerConcurrency: positiveInt(env, "AGENTPLANE_WORKER_CONCURRENCY", 8, problems),
     runLeaseMs: int(env, "AGENTPLANE_RUN_LEASE_SECONDS", 30, problems) * 1000,
     runMaxAttempts: positiveInt(env, "AGENTPLANE_RUN_MAX_ATTEMPTS", 3, problems),

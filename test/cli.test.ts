@@ -73,6 +73,15 @@ describe("agentplane CLI", () => {
     expect(badSlug.stderr).toContain("tenant.slug");
   });
 
+  it("keeps the configured per-tenant quotas when adding members", async () => {
+    const env = { AGENTPLANE_DATA_DIR: dataDir, AGENTPLANE_QUOTA_MEMBERS: "2" };
+    expect((await agentplane(["tenant", "create", "small", "--admin", "a-1"], env)).code).toBe(0);
+    expect((await agentplane(["member", "add", "small", "v-1", "--role", "viewer"], env)).code).toBe(0);
+    const over = await agentplane(["member", "add", "small", "v-2", "--role", "viewer"], env);
+    expect(over.code).toBe(1);
+    expect(over.stderr).toContain("AGENTPLANE_QUOTA_MEMBERS");
+  });
+
   it("probes a skill as the runtime would: tools listed, or the failing step named", async () => {
     const open = await startOpenMcp();
     const guarded = await startStaticBearerMcp("right");

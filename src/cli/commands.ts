@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Role } from "../../gen/platform/v1/common_pb.js";
 import { buildApp } from "../app.js";
-import { loadConfig, loadStoreConfig, type Config, type StoreConfig } from "../config.js";
+import { loadConfig, loadQuotas, loadStoreConfig, type Config, type StoreConfig } from "../config.js";
 import { DevIssuer } from "../integrations/identity/dev-issuer.js";
 import { createAuthenticator, type Authenticator } from "../integrations/identity/index.js";
 import { SecretBox } from "../lib/secret-box.js";
@@ -30,7 +30,14 @@ function operatorPlatform() {
   const deny: Authenticator = { authenticate: () => Promise.reject(new Error("not used by the CLI")) };
   return {
     store,
-    platform: createPlatform({ store, secrets: new SecretBox(randomBytes(32)), authenticator: deny, skills: createSkillPool(createOutboundFetch()), sandbox: new ExpressionSandbox() }),
+    platform: createPlatform({
+      store,
+      secrets: new SecretBox(randomBytes(32)),
+      authenticator: deny,
+      skills: createSkillPool(createOutboundFetch()),
+      sandbox: new ExpressionSandbox(),
+      quotas: loadQuotas(),
+    }),
   };
 }
 
