@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { setPriority } from "node:os";
+import { FairQueue } from "./fair-queue.js";
 import { InlineExpressions } from "./inline.js";
 import { sandboxProgram, type Mode, type Outcome, type OverrunKind, type SandboxAnswer, type SandboxTask } from "./sandbox-program.js";
 
@@ -109,10 +110,7 @@ interface Slot {
 export class ExpressionSandbox {
   readonly #o: SandboxOptions;
   readonly #slots: Slot[];
-  readonly #queues = new Map<string, Job[]>();
-  // Tenants with work waiting, in the order they are served.
-  readonly #rotation: string[] = [];
-  readonly #busy = new Map<string, number>();
+  readonly #waiting: FairQueue<Job>;
   readonly #program: string;
   readonly #inline: InlineExpressions;
   readonly #inlineBuckets = new Map<string, { left: number; at: number }>();
@@ -126,6 +124,8 @@ export class ExpressionSandbox {
     this.#program = sandboxProgram({ maxDepth: this.#o.maxDepth, maxSequence: this.#o.maxSequence });
     this.#inline = new InlineExpressions();
     this.#slots = Array.from({ length: Math.max(1, this.#o.workers) }, () => ({ startedAt: 0 }));
+    // All processes but one per tenant, so another tenant never waits for this one's expressions.
+    this.#waiting = new FairQueue(Math.max(1, this.#slots.length - 1), this.#o.maxQueuedPerTenant);
   }
 
   // Evaluates each expression on `input` within `budgetMs` each. Filters
@@ -183,9 +183,7 @@ export class ExpressionSandbox {
     this.#closed = true;
     clearInterval(this.#watchdog);
     const closed = new Error("the expression sandbox is closed");
-    for (const queue of this.#queues.values()) for (const job of queue) job.reject(closed);
-    this.#queues.clear();
-    this.#rotation.length = 0;
+    for (const job of this.#waiting.drain()) job.reject(closed);
     for (const slot of this.#slots) {
       slot.running?.job.reject(closed);
       slot.running = undefined;
@@ -198,35 +196,22 @@ export class ExpressionSandbox {
 
   #enqueue(tenant: string, fields: Omit<Job, "id" | "tenant" | "resolve" | "reject">): Promise<Outcome[]> {
     if (this.#closed) return Promise.reject(new Error("the expression sandbox is closed"));
-    let queue = this.#queues.get(tenant);
-    if (queue && queue.length >= this.#o.maxQueuedPerTenant)
-      return Promise.reject(new SandboxBacklogError(`tenant has ${queue.length} expression evaluations waiting, the limit`));
     return new Promise((resolve, reject) => {
-      if (!queue) this.#queues.set(tenant, (queue = []));
-      if (queue.length === 0) this.#rotation.push(tenant);
-      queue.push({ id: this.#nextId++, tenant, ...fields, resolve, reject });
+      if (!this.#waiting.push(tenant, { id: this.#nextId++, tenant, ...fields, resolve, reject }))
+        return reject(new SandboxBacklogError(`tenant has ${this.#o.maxQueuedPerTenant} expression evaluations waiting, the limit`));
       this.#dispatch();
     });
   }
 
-  // The next expression to run: the first tenant in rotation that is under
-  // its share of processes (all but one, so another tenant never waits for
-  // this one's expressions); its first job's next expression.
+  // The next expression to run, fairly; one whose caller no longer wants it
+  // is settled as skipped.
   #next(): { job: Job; index: number; expression: string } | undefined {
-    const share = Math.max(1, this.#slots.length - 1);
     for (;;) {
-      const r = this.#rotation.findIndex((tenant) => (this.#busy.get(tenant) ?? 0) < share);
-      if (r < 0) return undefined;
-      const tenant = this.#rotation[r]!;
-      const queue = this.#queues.get(tenant)!;
-      const job = queue[0]!;
-      const next = job.pending.shift()!;
-      if (!job.pending.length) queue.shift();
-      this.#rotation.splice(r, 1);
-      if (queue.length) this.#rotation.push(tenant);
-      else this.#queues.delete(tenant);
-      if (!job.hooks.skip?.(next.index)) return { job, ...next };
-      this.#settle(job, next.index, { ok: false, kind: "skipped", message: "not evaluated: no longer wanted" });
+      const next = this.#waiting.next((job) => ({ unit: job.pending.shift()!, more: job.pending.length > 0 }));
+      if (!next) return undefined;
+      const { job, unit } = next;
+      if (!job.hooks.skip?.(unit.index)) return { job, ...unit };
+      this.#settle(job, unit.index, { ok: false, kind: "skipped", message: "not evaluated: no longer wanted" });
     }
   }
 
@@ -238,19 +223,19 @@ export class ExpressionSandbox {
       if (slot.process === this.#spare) this.#spare = undefined;
       if (!slot.process.ready) continue; // it dispatches again once it has started
       if (slot.charged !== undefined) {
-        this.#uncharge(slot.charged);
+        this.#waiting.release(slot.charged);
         slot.charged = undefined;
       }
       const next = this.#next();
       if (!next) break;
       const { job, index, expression } = next;
       slot.running = { job, index, tenant: job.tenant };
-      this.#busy.set(job.tenant, (this.#busy.get(job.tenant) ?? 0) + 1);
+      this.#waiting.hold(job.tenant);
       slot.startedAt = Date.now();
       const task: SandboxTask = { id: job.id, index, mode: job.mode, expression, input: job.input, budgetMs: job.budgetMs };
       slot.process.child.send(task);
     }
-    if (this.#queues.size) this.#spare ??= this.#start();
+    if (!this.#waiting.empty) this.#spare ??= this.#start();
     this.#watch();
   }
 
@@ -295,14 +280,8 @@ export class ExpressionSandbox {
   }
 
   #release(slot: Slot): void {
-    this.#uncharge(slot.running!.tenant);
+    this.#waiting.release(slot.running!.tenant);
     slot.running = undefined;
-  }
-
-  #uncharge(tenant: string): void {
-    const busy = (this.#busy.get(tenant) ?? 1) - 1;
-    if (busy) this.#busy.set(tenant, busy);
-    else this.#busy.delete(tenant);
   }
 
   #answered(slot: Slot, answer: SandboxAnswer): void {
