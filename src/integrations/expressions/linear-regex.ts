@@ -7,8 +7,8 @@ export type LinearEngine = typeof RE2JS;
 // webhook sender chooses can make a tenant's filter backtrack exponentially.
 // RE2 has no backreferences or lookaround; such patterns are refused when saved.
 //
-// A factory over the engine, because the sandbox worker receives this class
-// as source text (see sandbox-worker.ts): it closes over nothing else.
+// A factory over the engine, because the sandbox process receives this class
+// as source text (see sandbox-program.ts): it closes over nothing else.
 export function linearRegExpClass(engine: LinearEngine) {
   const compile = (source: string, flags: string) => {
     let bits = 0;

@@ -28,7 +28,7 @@ export interface SandboxAnswer {
   outcome: Outcome;
 }
 
-export interface SandboxWorkerData {
+export interface SandboxProgramData {
   maxDepth: number;
   maxSequence: number;
 }
@@ -68,7 +68,7 @@ export interface Evaluation {
 
 // Runs in the sandbox process. It is shipped as source text (below), so it
 // closes over nothing: everything it uses arrives as a parameter.
-export function serveExpressions(channel: SandboxChannel, data: SandboxWorkerData, { jsonata, RegexEngine, settle, classifyFailure }: Evaluation): void {
+export function serveExpressions(channel: SandboxChannel, data: SandboxProgramData, { jsonata, RegexEngine, settle, classifyFailure }: Evaluation): void {
   type Compiled = { expression: ReturnType<typeof jsonataType>; options: { timeout: number } };
   const compiled = new Map<string, Compiled>();
   const compile = (source: string): Compiled => {
@@ -99,7 +99,7 @@ export function serveExpressions(channel: SandboxChannel, data: SandboxWorkerDat
 // rather than a module path, so the same code runs compiled (dist/) and from
 // TypeScript under the test runner. Both compilers target ES2022, so the
 // text needs no helpers of theirs.
-export function sandboxProgram(data: SandboxWorkerData): string {
+export function sandboxProgram(data: SandboxProgramData): string {
   const require = createRequire(import.meta.url);
   // `__name`: esbuild-based runners (tsx) wrap functions in it to keep names.
   return `
