@@ -30,16 +30,21 @@ check: lint typecheck
 	@tmp=$$(mktemp -d); trap 'rm -rf '$$tmp EXIT; \
 	  $(BIN)/buf generate --output $$tmp || exit 1; \
 	  diff -r $$tmp/gen gen >/dev/null || { echo "gen/ is stale: run make generate and commit" >&2; exit 1; }
-	@$(BIN)/drizzle-kit check >/dev/null
-	@out=$$($(BIN)/drizzle-kit generate --name check 2>&1); if ! grep -q "No schema changes" <<<"$$out"; then \
-	  git checkout -- src/store/migrations 2>/dev/null; git clean -fdq src/store/migrations; \
-	  echo "src/store/migrations is stale: run make migrations and commit" >&2; exit 1; fi
+	@for engine in sqlite postgres; do \
+	  $(BIN)/drizzle-kit check --config drizzle.$$engine.config.ts >/dev/null || exit 1; \
+	  out=$$($(BIN)/drizzle-kit generate --config drizzle.$$engine.config.ts --name check 2>&1); \
+	  if ! grep -q "No schema changes" <<<"$$out"; then \
+	    git checkout -- src/store/$$engine/migrations 2>/dev/null; git clean -fdq src/store/$$engine/migrations; \
+	    echo "src/store/$$engine/migrations is stale: run make migrations and commit" >&2; exit 1; fi; \
+	done
 
 generate: $(NPM_INSTALL_STAMP)
 	$(BIN)/buf generate
 
+# One schema per engine (src/store/<engine>/schema.ts), migrations for each.
 migrations: $(NPM_INSTALL_STAMP)
-	$(BIN)/drizzle-kit generate
+	$(BIN)/drizzle-kit generate --config drizzle.sqlite.config.ts
+	$(BIN)/drizzle-kit generate --config drizzle.postgres.config.ts
 
 # The CLI suite runs the built binary, so test builds first.
 test: $(NPM_INSTALL_STAMP) check build

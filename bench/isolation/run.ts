@@ -32,7 +32,7 @@ import type { Authenticator, Principal } from "../../src/integrations/identity/i
 import { SecretBox } from "../../src/lib/secret-box.js";
 import { createLogger } from "../../src/log.js";
 import { noopExecutor } from "../../src/runtime/executor.js";
-import { createSqliteStore } from "../../src/store/sqlite-store.js";
+import { createSqliteStore } from "../../src/store/sqlite/store.js";
 import { positiveInt } from "../lib/env.js";
 import { describeHost, runBench } from "../lib/run.js";
 import { printTable } from "../lib/table.js";

@@ -27,7 +27,7 @@ import type { Authenticator, Principal } from "../../src/integrations/identity/i
 import { createJwtAuthenticator } from "../../src/integrations/identity/jwt.js";
 import { SecretBox } from "../../src/lib/secret-box.js";
 import { createLogger } from "../../src/log.js";
-import { createSqliteStore } from "../../src/store/sqlite-store.js";
+import { createSqliteStore } from "../../src/store/sqlite/store.js";
 import type { Store } from "../../src/store/store.js";
 import { describeLoad, loadSettingsFromEnv, perSec, printLoadTable, runLoad, summarize, type LoadOptions } from "../lib/load.js";
 import { describeHost, runBench } from "../lib/run.js";

@@ -13,7 +13,7 @@ import { createLogger } from "../log.js";
 import { createPlatform } from "../service/platform.js";
 import { createOutboundFetch } from "../integrations/outbound/outbound.js";
 import { createSkillPool } from "../integrations/skill-pool-factory.js";
-import { createSqliteStore } from "../store/sqlite-store.js";
+import { createSqliteStore } from "../store/sqlite/store.js";
 
 function openStore(config: StoreConfig = loadStoreConfig()) {
   return createSqliteStore({

@@ -3,7 +3,7 @@ import type { Logger } from "pino";
 import { ModelError, type ChatModel } from "../integrations/model/chat-model.js";
 import type { SecretBox } from "../lib/secret-box.js";
 import { agentSecretContext } from "../service/agents.js";
-import type { AgentRow, RunRow, RunStepRecord, SkillRow } from "../store/schema.js";
+import type { AgentRow, RunRow, RunStepRecord, SkillRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import type { ExecutionContext, ExecutionResult, Executor } from "./executor.js";
 import type { ToolCaller } from "./tool-calls.js";

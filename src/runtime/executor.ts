@@ -1,4 +1,4 @@
-import type { RunRow, RunStepRecord } from "../store/schema.js";
+import type { RunRow, RunStepRecord } from "../store/rows.js";
 
 export interface ExecutionContext {
   // Aborted when the run is cancelled, its lease is lost, or the worker stops.

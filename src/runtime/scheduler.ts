@@ -1,7 +1,7 @@
 import { Cron } from "croner";
 import type { Logger } from "pino";
 import { newId } from "../lib/ids.js";
-import type { TriggerRow } from "../store/schema.js";
+import type { TriggerRow } from "../store/rows.js";
 import type { ScheduleStore } from "../store/store.js";
 
 export interface SchedulerOptions {

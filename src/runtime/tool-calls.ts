@@ -3,7 +3,7 @@ import { SkillError } from "../integrations/mcp-client/errors.js";
 import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 import type { SecretBox } from "../lib/secret-box.js";
 import { skillConnection } from "../service/skill-connection.js";
-import type { RunStepRecord, SkillRow } from "../store/schema.js";
+import type { RunStepRecord, SkillRow } from "../store/rows.js";
 
 const BACKOFF_MS = [200, 800, 2000];
 

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
-import type { RunStepRecord } from "../store/schema.js";
+import type { RunStepRecord } from "../store/rows.js";
 import type { RunQueue } from "../store/store.js";
 import type { ExecutionResult, Executor } from "./executor.js";
 

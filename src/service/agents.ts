@@ -2,7 +2,7 @@ import { create, toJson } from "@bufbuild/protobuf";
 import { ValueSchema, durationFromMs, durationMs } from "@bufbuild/protobuf/wkt";
 import { AgentSchema, type Agent } from "../../gen/platform/v1/agent_pb.js";
 import { newId } from "../lib/ids.js";
-import type { AgentRow, AgentSpec } from "../store/schema.js";
+import type { AgentRow, AgentSpec } from "../store/rows.js";
 import { failedPrecondition, fromStoreError, invalidArgument, notFound } from "./errors.js";
 import { checkHttpUrl, checkJsonata } from "./expressions.js";
 import { applyUpdateMask } from "./field-mask.js";

@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { SandboxBacklogError, type ExpressionSandbox, type Outcome } from "../integrations/expressions/sandbox.js";
-import type { TriggerRow } from "../store/schema.js";
+import type { TriggerRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import { matchesEventType } from "./event-pattern.js";
 

@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import { EventSchema, type Event } from "../../gen/platform/v1/event_pb.js";
-import type { EventRow } from "../store/schema.js";
+import type { EventRow } from "../store/rows.js";
 import { newId } from "../lib/ids.js";
 import { fromStoreError, notFound } from "./errors.js";
 import { runMessage } from "./runs.js";

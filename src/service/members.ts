@@ -2,7 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { Role } from "../../gen/platform/v1/common_pb.js";
 import { MemberSchema, type Member } from "../../gen/platform/v1/tenant_pb.js";
 import { newId } from "../lib/ids.js";
-import type { MemberRow } from "../store/schema.js";
+import type { MemberRow } from "../store/rows.js";
 import { failedPrecondition, fromStoreError, invalidArgument, notFound } from "./errors.js";
 import { applyUpdateMask } from "./field-mask.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";

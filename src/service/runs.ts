@@ -1,7 +1,7 @@
 import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { RunSchema, RunStatus, StepKind, type Run } from "../../gen/platform/v1/run_pb.js";
-import type { RunRow, RunStatus as RunStatusName } from "../store/schema.js";
+import type { RunRow, RunStatus as RunStatusName } from "../store/rows.js";
 import { failedPrecondition, fromStoreError, notFound } from "./errors.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";

@@ -1,6 +1,6 @@
 import type { SkillConnection } from "../integrations/mcp-client/skill-pool.js";
 import type { SecretBox } from "../lib/secret-box.js";
-import type { SkillRow } from "../store/schema.js";
+import type { SkillRow } from "../store/rows.js";
 
 export const skillSecretContext = (id: string) => `skill:${id}:auth`;
 

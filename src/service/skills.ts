@@ -2,7 +2,7 @@ import { create, type JsonObject } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { SkillSchema, type Skill, type SkillAuth } from "../../gen/platform/v1/skill_pb.js";
 import { newId } from "../lib/ids.js";
-import type { SkillAuthSpec, SkillRow } from "../store/schema.js";
+import type { SkillAuthSpec, SkillRow } from "../store/rows.js";
 import { failedPrecondition, fromStoreError, invalidArgument, notFound } from "./errors.js";
 import { checkHttpUrl } from "./expressions.js";
 import { applyUpdateMask } from "./field-mask.js";

@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { TenantSchema, type Tenant } from "../../gen/platform/v1/tenant_pb.js";
 import { newId } from "../lib/ids.js";
-import type { TenantRow } from "../store/schema.js";
+import type { TenantRow } from "../store/rows.js";
 import { fromStoreError, invalidArgument, notFound } from "./errors.js";
 import { applyUpdateMask } from "./field-mask.js";
 import { times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";

@@ -3,7 +3,7 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Cron } from "croner";
 import { TriggerSchema, type Trigger } from "../../gen/platform/v1/trigger_pb.js";
 import { newId } from "../lib/ids.js";
-import type { TriggerRow } from "../store/schema.js";
+import type { TriggerRow } from "../store/rows.js";
 import { fromStoreError, invalidArgument, notFound } from "./errors.js";
 import { checkEventTypePattern } from "./event-pattern.js";
 import { checkJsonata } from "./expressions.js";

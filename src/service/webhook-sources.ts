@@ -3,7 +3,7 @@ import { durationMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { WebhookSourceSchema, type WebhookSource } from "../../gen/platform/v1/webhook_source_pb.js";
 import { newId } from "../lib/ids.js";
 import { newWebhookToken, webhookTokenDigest } from "../lib/webhook-token.js";
-import type { WebhookSourceRow } from "../store/schema.js";
+import type { WebhookSourceRow } from "../store/rows.js";
 import { failedPrecondition, fromStoreError, invalidArgument, notFound } from "./errors.js";
 import { applyUpdateMask } from "./field-mask.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";

@@ -1,7 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { newId } from "../lib/ids.js";
 import { webhookTokenDigest } from "../lib/webhook-token.js";
-import type { WebhookSourceRow } from "../store/schema.js";
+import type { WebhookSourceRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import { fromStoreError, invalidArgument } from "./errors.js";
 import type { EventMatcher } from "./event-matching.js";

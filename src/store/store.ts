@@ -1,23 +1,23 @@
 // The store contract the service layer depends on. Every call is async so
 // that a PostgreSQL implementation of the same schema can stand in for SQLite.
 import type {
+  AgentInsert,
   AgentRow,
+  EventInsert,
   EventRow,
+  MemberInsert,
   MemberRow,
+  RunInsert,
   RunRow,
+  SkillInsert,
   SkillRow,
+  TenantInsert,
   TenantRow,
+  TriggerInsert,
   TriggerRow,
+  WebhookSourceInsert,
   WebhookSourceRow,
-  agents,
-  events,
-  members,
-  runs,
-  skills,
-  tenants,
-  triggers,
-  webhookSources,
-} from "./schema.js";
+} from "./rows.js";
 
 export interface ListQuery<Row> {
   limit: number;
@@ -39,18 +39,18 @@ export interface TenantRepo<Row, Insert> {
 }
 
 export interface TenantStore {
-  insert(row: typeof tenants.$inferInsert): Promise<TenantRow>;
+  insert(row: TenantInsert): Promise<TenantRow>;
   // By id (`ten_…`) or slug.
   get(idOrSlug: string): Promise<TenantRow | undefined>;
   list(query: ListQuery<TenantRow>): Promise<TenantRow[]>;
-  update(id: string, patch: Partial<typeof tenants.$inferInsert>): Promise<TenantRow | undefined>;
+  update(id: string, patch: Partial<TenantInsert>): Promise<TenantRow | undefined>;
 }
 
 export type MemberChange = { remove: true } | { remove?: false; role: MemberRow["role"]; updateTime: number };
 
 export type MemberChangeResult = { outcome: "done"; row: MemberRow } | { outcome: "not_found" } | { outcome: "last_admin" };
 
-export interface MemberStore extends TenantRepo<MemberRow, typeof members.$inferInsert> {
+export interface MemberStore extends TenantRepo<MemberRow, MemberInsert> {
   findBySubject(tenantId: string, subject: string): Promise<MemberRow | undefined>;
   // Removes a member or changes its role, unless that leaves the tenant with
   // no admin: the check and the write are one transaction. `row` is the
@@ -63,18 +63,15 @@ export interface EventQuery extends ListQuery<EventRow> {
   receivedBefore?: number;
 }
 
-export interface EventStore extends TenantRepo<EventRow, typeof events.$inferInsert> {
+export interface EventStore extends TenantRepo<EventRow, EventInsert> {
   list(tenantId: string, query: EventQuery): Promise<EventRow[]>;
 }
 
-export interface RunStore extends TenantRepo<RunRow, typeof runs.$inferInsert> {
+export interface RunStore extends TenantRepo<RunRow, RunInsert> {
   idsForEvent(tenantId: string, eventId: string): Promise<string[]>;
   // Runs of the tenant waiting to be claimed.
   queuedCount(tenantId: string): Promise<number>;
 }
-
-type EventInsert = typeof events.$inferInsert;
-type RunInsert = typeof runs.$inferInsert;
 
 export interface IngestItem {
   event: EventInsert;
@@ -140,18 +137,55 @@ export interface ScheduleStore {
   fireSlot(triggerId: string, slotTime: number, run: RunInsert, maxQueued?: number): Promise<"fired" | "taken" | "over_quota">;
 }
 
+// Tables whose rows the service caches on the hot path (the webhook source by
+// token digest, trigger candidates, schedule triggers).
+export type CachedTable = "webhook_sources" | "triggers" | "agents";
+
+// What other processes and replicas did, pushed by the store so that nothing
+// above it polls: SQLite watches its file (data_version), PostgreSQL listens
+// (LISTEN/NOTIFY). Each `on…` returns its unsubscribe.
+export interface StoreSignals {
+  // Runs became claimable somewhere (queued, released): claim again.
+  onRunsQueued(listener: () => void): () => void;
+  // Rows of a cached table changed somewhere, this process included; a cache
+  // of it must be dropped. `undefined`: anything may have changed (the
+  // notification connection was lost and is back).
+  onChanged(listener: (table: CachedTable | undefined) => void): () => void;
+  // A run was cancelled somewhere: the worker executing it aborts now rather
+  // than at its next heartbeat.
+  onRunCancelled(listener: (runId: string) => void): () => void;
+}
+
+export type RateLimitResult = { ok: true } | { ok: false; retryAfterSeconds: number };
+
+export interface RateLimitStore {
+  // Takes a token from the bucket `key` (refilled at `ratePerSecond`, holding
+  // at most `burst`), one bucket for every replica on the database.
+  take(key: string, ratePerSecond: number, burst: number, now: number): Promise<RateLimitResult>;
+}
+
+export interface RetentionStore {
+  // Deletes, oldest first, at most `batch` runs that ended before `before`
+  // and at most `batch` events received before it whose runs have all ended
+  // (and been deleted). Undefined when another process is pruning now.
+  prune(before: number, batch: number): Promise<{ events: number; runs: number } | undefined>;
+}
+
 export interface Store {
   tenants: TenantStore;
   members: MemberStore;
-  agents: TenantRepo<AgentRow, typeof agents.$inferInsert>;
-  skills: TenantRepo<SkillRow, typeof skills.$inferInsert>;
-  triggers: TenantRepo<TriggerRow, typeof triggers.$inferInsert>;
-  webhookSources: TenantRepo<WebhookSourceRow, typeof webhookSources.$inferInsert>;
+  agents: TenantRepo<AgentRow, AgentInsert>;
+  skills: TenantRepo<SkillRow, SkillInsert>;
+  triggers: TenantRepo<TriggerRow, TriggerInsert>;
+  webhookSources: TenantRepo<WebhookSourceRow, WebhookSourceInsert>;
   events: EventStore;
   runs: RunStore;
   webhooks: WebhookStore;
   queue: RunQueue;
   schedules: ScheduleStore;
+  signals: StoreSignals;
+  rateLimits: RateLimitStore;
+  retention: RetentionStore;
   // Throws StoreUnavailableError when the database cannot answer.
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -1,7 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
 import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
-import type { WebhookSourceRow } from "../store/schema.js";
+import type { WebhookSourceRow } from "../store/rows.js";
 import type { WebhookIngestion } from "../service/webhooks.js";
 
 export interface WebhookSurfaceOptions {

@@ -13,7 +13,7 @@ import { DEFAULT_HTTP_LIMITS, type HttpLimits } from "../../src/surfaces/http-li
 import type { Authenticator } from "../../src/integrations/identity/index.js";
 import { SecretBox } from "../../src/lib/secret-box.js";
 import { createLogger } from "../../src/log.js";
-import { createSqliteStore } from "../../src/store/sqlite-store.js";
+import { createSqliteStore } from "../../src/store/sqlite/store.js";
 import type { Store } from "../../src/store/store.js";
 
 export interface TestServer {

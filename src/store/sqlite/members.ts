@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
-import type { MemberRow } from "./schema.js";
-import { run } from "./sqlite-errors.js";
-import type { MemberChange, MemberChangeResult } from "./store.js";
+import type { MemberRow } from "../rows.js";
+import { run } from "./errors.js";
+import type { MemberChange, MemberChangeResult } from "../store.js";
 
 // Column names as the Drizzle row shape uses them.
 const SELECT = `id, tenant_id as tenantId, subject, role, create_time as createTime, update_time as updateTime`;

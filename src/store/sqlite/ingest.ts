@@ -1,9 +1,9 @@
 import type Database from "better-sqlite3";
-import { StoreUnavailableError } from "./errors.js";
-import type { TriggerRow, WebhookSourceRow } from "./schema.js";
-import { run, toStoreError } from "./sqlite-errors.js";
-import { prepareRunInsert } from "./sqlite-queue.js";
-import type { IngestItem, IngestResult, WebhookStore } from "./store.js";
+import { StoreUnavailableError } from "../errors.js";
+import type { TriggerRow, WebhookSourceRow } from "../rows.js";
+import { run, toStoreError } from "./errors.js";
+import { prepareRunInsert } from "./queue.js";
+import type { IngestItem, IngestResult, WebhookStore } from "../store.js";
 
 export interface GroupCommitOptions {
   // How long the first request of a batch waits for others; 0 commits what

@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
-import type { RunRow } from "./schema.js";
-import { run } from "./sqlite-errors.js";
-import type { RunOutcome, RunQueue } from "./store.js";
+import type { RunRow } from "../rows.js";
+import { run } from "./errors.js";
+import type { RunOutcome, RunQueue } from "../store.js";
 
 interface RawRun extends Omit<RunRow, "input" | "steps" | "output"> {
   input: string | null;

@@ -1,7 +1,9 @@
-// Drizzle schema: the single definition of the tables; migrations under
-// ./migrations are generated from it by drizzle-kit (`make migrations`).
+// The SQLite schema, and the definition of the row shapes every store returns
+// (../rows.ts); the PostgreSQL schema must infer the same rows. Migrations
+// under ./migrations are generated from it by drizzle-kit (`make migrations`).
 import { sql } from "drizzle-orm";
-import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+import type { AgentSpec, RunStatus, RunStepRecord, SkillAuthSpec, SkillTool } from "../types.js";
 
 // Timestamps are integer milliseconds since the epoch.
 const times = {
@@ -33,13 +35,6 @@ export const members = sqliteTable(
   (t) => [uniqueIndex("members_tenant_subject").on(t.tenantId, t.subject)],
 );
 
-export interface AgentSpec {
-  skillIds: string[];
-  allowedTools: Record<string, string[]>;
-  steps: { skillId: string; tool: string; arguments: string }[];
-  model?: { baseUrl: string; model: string };
-}
-
 export const agents = sqliteTable(
   "agents",
   {
@@ -53,22 +48,13 @@ export const agents = sqliteTable(
     modelApiKey: text("model_api_key"),
     maxSteps: integer("max_steps").notNull(),
     timeoutMs: integer("timeout_ms").notNull(),
+    // Runs of the agent executing at once, across replicas; null: no cap.
+    maxConcurrentRuns: integer("max_concurrent_runs"),
     enabled: integer("enabled", { mode: "boolean" }).notNull(),
     ...times,
   },
   (t) => [index("agents_tenant").on(t.tenantId, t.id)],
 );
-
-export type SkillAuthSpec =
-  | { mode: "none" }
-  | { mode: "static_bearer" }
-  | { mode: "oauth"; issuer: string; clientId: string; scopes: string[]; audience: string };
-
-export interface SkillTool {
-  name: string;
-  description: string;
-  inputSchema: Record<string, unknown>;
-}
 
 export const skills = sqliteTable(
   "skills",
@@ -146,24 +132,13 @@ export const events = sqliteTable(
   },
   (t) => [
     index("events_tenant").on(t.tenantId, t.id),
+    // Retention deletes the oldest events first.
+    index("events_receive_time").on(t.receiveTime),
     // A unique index, not a check-then-insert: two concurrent posts of one
     // key store one event.
     uniqueIndex("events_source_idempotency").on(t.sourceId, t.idempotencyKey).where(sql`idempotency_key is not null`),
   ],
 );
-
-export type RunStatus = "queued" | "running" | "succeeded" | "failed" | "cancelled" | "timed_out";
-
-export interface RunStepRecord {
-  kind: "tool_call" | "model_call";
-  skillId: string;
-  tool: string;
-  arguments: unknown;
-  result?: unknown;
-  error: string;
-  startTime: number;
-  endTime?: number;
-}
 
 export const runs = sqliteTable(
   "runs",
@@ -193,6 +168,8 @@ export const runs = sqliteTable(
     // A tenant's queued runs, counted against its quota.
     index("runs_tenant_status").on(t.tenantId, t.status),
     index("runs_leases").on(t.status, t.leaseExpireTime),
+    // Retention deletes ended runs by end time.
+    index("runs_end_time").on(t.endTime),
   ],
 );
 
@@ -210,11 +187,10 @@ export const scheduleSlots = sqliteTable(
   (t) => [primaryKey({ columns: [t.triggerId, t.slotTime] })],
 );
 
-export type TenantRow = typeof tenants.$inferSelect;
-export type MemberRow = typeof members.$inferSelect;
-export type AgentRow = typeof agents.$inferSelect;
-export type SkillRow = typeof skills.$inferSelect;
-export type WebhookSourceRow = typeof webhookSources.$inferSelect;
-export type TriggerRow = typeof triggers.$inferSelect;
-export type EventRow = typeof events.$inferSelect;
-export type RunRow = typeof runs.$inferSelect;
+// Token buckets of the per-source webhook rate limit, shared by every process
+// on the database.
+export const rateLimitBuckets = sqliteTable("rate_limit_buckets", {
+  key: text("key").primaryKey(),
+  tokens: real("tokens").notNull(),
+  refillTime: integer("refill_time").notNull(),
+});

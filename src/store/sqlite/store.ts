@@ -1,14 +1,16 @@
 import type Database from "better-sqlite3";
 import { Column, and, eq, getTableColumns, getTableName } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
-import { run } from "./sqlite-errors.js";
-import { createSqliteMemberChange } from "./sqlite-members.js";
-import { createSqliteWebhookStore, type GroupCommitOptions } from "./sqlite-ingest.js";
-import { createSqliteRunQueue, prepareQueuedCount } from "./sqlite-queue.js";
-import { createSqliteScheduleStore } from "./sqlite-schedules.js";
+import { run } from "./errors.js";
+import { createSqliteMemberChange } from "./members.js";
+import { createSqliteWebhookStore, type GroupCommitOptions } from "./ingest.js";
+import { createSqliteRunQueue, prepareQueuedCount } from "./queue.js";
+import { createSqliteScheduleStore } from "./schedules.js";
+import type * as rows from "../rows.js";
+import { SignalHub } from "../signal-hub.js";
 import * as schema from "./schema.js";
-import { migrateSqlite, openSqlite, type Db, type SqliteOptions } from "./sqlite.js";
-import type { EventQuery, Store, TenantRepo } from "./store.js";
+import { migrateSqlite, openSqlite, type Db, type SqliteOptions } from "./open.js";
+import type { EventQuery, Store, TenantRepo } from "../store.js";
 
 interface TenantScopedTable extends SQLiteTable {
   id: SQLiteColumn;
@@ -164,7 +166,7 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
   const { tenants, members, agents, skills, triggers, webhookSources, events, runs } = schema;
   const ping = raw.prepare("select 1");
 
-  const tenantReader = tableReader<schema.TenantRow>(raw, tenants);
+  const tenantReader = tableReader<rows.TenantRow>(raw, tenants);
   const tenantCol = (c: SQLiteColumn) => `${tenantReader.table}.${quote(c.name)}`;
   const tenantSelect = `select ${tenantReader.columns} from ${tenantReader.table}`;
   const tenantByIdOrSlug = lazy(() =>
@@ -174,14 +176,14 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
   const tenantPage = lazy(() => tenantReader.prepare(`${tenantSelect} ${tenantOrder}`));
   const tenantPageBefore = lazy(() => tenantReader.prepare(`${tenantSelect} where ${tenantCol(tenants.id)} < ? ${tenantOrder}`));
 
-  const memberRepo = tenantRepo<typeof members, schema.MemberRow, typeof members.$inferInsert>(db, raw, members);
+  const memberRepo = tenantRepo<typeof members, rows.MemberRow, typeof members.$inferInsert>(db, raw, members);
   const memberBySubject = lazy(() =>
     memberRepo.reader.prepare(
       `select ${memberRepo.reader.columns} from ${memberRepo.reader.table}
        where ${memberRepo.col(members.tenantId)} = ? and ${memberRepo.col(members.subject)} = ?`,
     ),
   );
-  const runRepo = tenantRepo<typeof runs, schema.RunRow, typeof runs.$inferInsert>(db, raw, runs);
+  const runRepo = tenantRepo<typeof runs, rows.RunRow, typeof runs.$inferInsert>(db, raw, runs);
   const runIdsForEvent = lazy(() =>
     raw
       .prepare<[string, string], string>(
@@ -192,6 +194,7 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
   );
 
   const queuedCount = lazy(() => prepareQueuedCount(raw));
+  const signals = new SignalHub();
 
   return {
     db,
@@ -219,15 +222,15 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
         }),
       change: createSqliteMemberChange(raw),
     },
-    agents: tenantRepo<typeof agents, schema.AgentRow, typeof agents.$inferInsert>(db, raw, agents).repo,
-    skills: tenantRepo<typeof skills, schema.SkillRow, typeof skills.$inferInsert>(db, raw, skills).repo,
-    triggers: tenantRepo<typeof triggers, schema.TriggerRow, typeof triggers.$inferInsert>(db, raw, triggers).repo,
-    webhookSources: tenantRepo<typeof webhookSources, schema.WebhookSourceRow, typeof webhookSources.$inferInsert>(
+    agents: tenantRepo<typeof agents, rows.AgentRow, typeof agents.$inferInsert>(db, raw, agents).repo,
+    skills: tenantRepo<typeof skills, rows.SkillRow, typeof skills.$inferInsert>(db, raw, skills).repo,
+    triggers: tenantRepo<typeof triggers, rows.TriggerRow, typeof triggers.$inferInsert>(db, raw, triggers).repo,
+    webhookSources: tenantRepo<typeof webhookSources, rows.WebhookSourceRow, typeof webhookSources.$inferInsert>(
       db,
       raw,
       webhookSources,
     ).repo,
-    events: tenantRepo<typeof events, schema.EventRow, typeof events.$inferInsert>(db, raw, events, [
+    events: tenantRepo<typeof events, rows.EventRow, typeof events.$inferInsert>(db, raw, events, [
       { key: "receivedAfter" satisfies keyof EventQuery, column: events.receiveTime, op: ">=" },
       { key: "receivedBefore" satisfies keyof EventQuery, column: events.receiveTime, op: "<" },
     ]).repo,
@@ -239,6 +242,10 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
     webhooks: createSqliteWebhookStore(raw, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }),
     queue: createSqliteRunQueue(raw),
     schedules: createSqliteScheduleStore(raw),
+    signals,
+    // Placeholders until the engine's rate-limit and retention land.
+    rateLimits: { take: () => Promise.reject(new Error("not implemented")) },
+    retention: { prune: () => Promise.reject(new Error("not implemented")) },
     ping: () => run(() => void ping.get()),
     close: () => run(() => void raw.close()),
   };

@@ -1,8 +1,8 @@
 import type Database from "better-sqlite3";
-import { run } from "./sqlite-errors.js";
-import { prepareQueuedCount, prepareRunInsert } from "./sqlite-queue.js";
-import type { TriggerRow } from "./schema.js";
-import type { ScheduleStore } from "./store.js";
+import { run } from "./errors.js";
+import { prepareQueuedCount, prepareRunInsert } from "./queue.js";
+import type { TriggerRow } from "../rows.js";
+import type { ScheduleStore } from "../store.js";
 
 export function createSqliteScheduleStore(raw: Database.Database): ScheduleStore {
   const triggers = raw.prepare<[], TriggerRow>(

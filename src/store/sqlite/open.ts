@@ -3,7 +3,7 @@ import { dirname, join } from "node:path";
 import Database from "better-sqlite3";
 import { drizzle, type BetterSQLite3Database } from "drizzle-orm/better-sqlite3";
 import { migrate } from "drizzle-orm/better-sqlite3/migrator";
-import { projectRoot } from "../lib/project-root.js";
+import { projectRoot } from "../../lib/project-root.js";
 import * as schema from "./schema.js";
 
 export type Db = BetterSQLite3Database<typeof schema>;
@@ -31,5 +31,5 @@ export function openSqlite(options: SqliteOptions): OpenedSqlite {
 }
 
 export function migrateSqlite(db: Db): void {
-  migrate(db, { migrationsFolder: join(projectRoot(), "src/store/migrations") });
+  migrate(db, { migrationsFolder: join(projectRoot(), "src/store/sqlite/migrations") });
 }

@@ -1,4 +1,4 @@
-import { StoreConflictError, StoreReferenceError, StoreUnavailableError } from "./errors.js";
+import { StoreConflictError, StoreReferenceError, StoreUnavailableError } from "../errors.js";
 
 // SQLite error codes that mean "the database cannot serve now", as opposed to
 // a bad request: they surface as `unavailable`.

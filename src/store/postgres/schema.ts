@@ -1,0 +1,224 @@
+// The PostgreSQL schema: the same tables, columns and indexes as
+// ../sqlite/schema.ts, in PostgreSQL types (bigint milliseconds, jsonb,
+// boolean). The row shapes it infers must equal ../rows.ts (checked below at
+// compile time). Migrations under ./migrations come from it (`make migrations`).
+import { sql } from "drizzle-orm";
+import { bigint, boolean, customType, doublePrecision, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from "drizzle-orm/pg-core";
+import type * as rows from "../rows.js";
+import type { AgentSpec, RunStatus, RunStepRecord, SkillAuthSpec, SkillTool } from "../types.js";
+
+// Timestamps are integer milliseconds since the epoch.
+// Ids sort bytewise, as in SQLite: keyset pages and the run queue order by
+// id, and a locale collation would order (and index) them differently.
+const idText = customType<{ data: string }>({ dataType: () => 'text COLLATE "C"' });
+const ms = (name: string) => bigint(name, { mode: "number" });
+const times = {
+  createTime: ms("create_time").notNull(),
+  updateTime: ms("update_time").notNull(),
+};
+
+export const tenants = pgTable("tenants", {
+  id: idText("id").primaryKey(),
+  slug: text("slug").notNull().unique(),
+  displayName: text("display_name").notNull().default(""),
+  ...times,
+});
+
+const tenantId = () =>
+  text("tenant_id")
+    .notNull()
+    .references(() => tenants.id, { onDelete: "cascade" });
+
+export const members = pgTable(
+  "members",
+  {
+    id: idText("id").primaryKey(),
+    tenantId: tenantId(),
+    subject: text("subject").notNull(),
+    role: text("role", { enum: ["admin", "viewer"] }).notNull(),
+    ...times,
+  },
+  (t) => [uniqueIndex("members_tenant_subject").on(t.tenantId, t.subject)],
+);
+
+export const agents = pgTable(
+  "agents",
+  {
+    id: idText("id").primaryKey(),
+    tenantId: tenantId(),
+    name: text("name").notNull(),
+    description: text("description").notNull().default(""),
+    instructions: text("instructions").notNull().default(""),
+    spec: jsonb("spec").$type<AgentSpec>().notNull(),
+    // AES-256-GCM sealed; see lib/secret-box.ts.
+    modelApiKey: text("model_api_key"),
+    maxSteps: integer("max_steps").notNull(),
+    timeoutMs: integer("timeout_ms").notNull(),
+    // Runs of the agent executing at once, across replicas; null: no cap.
+    maxConcurrentRuns: integer("max_concurrent_runs"),
+    enabled: boolean("enabled").notNull(),
+    ...times,
+  },
+  (t) => [index("agents_tenant").on(t.tenantId, t.id)],
+);
+
+export const skills = pgTable(
+  "skills",
+  {
+    id: idText("id").primaryKey(),
+    tenantId: tenantId(),
+    name: text("name").notNull(),
+    mcpUrl: text("mcp_url").notNull(),
+    auth: jsonb("auth").$type<SkillAuthSpec>().notNull(),
+    // Sealed static bearer token or OAuth client secret.
+    authSecret: text("auth_secret"),
+    tools: jsonb("tools").$type<SkillTool[]>().notNull(),
+    toolsRefreshTime: ms("tools_refresh_time"),
+    toolsRefreshError: text("tools_refresh_error").notNull().default(""),
+    ...times,
+  },
+  (t) => [index("skills_tenant").on(t.tenantId, t.id)],
+);
+
+export const webhookSources = pgTable(
+  "webhook_sources",
+  {
+    id: idText("id").primaryKey(),
+    tenantId: tenantId(),
+    name: text("name").notNull(),
+    enabled: boolean("enabled").notNull(),
+    // SHA-256 hex digests; the plain token is never stored.
+    tokenDigest: text("token_digest").notNull().unique(),
+    previousTokenDigest: text("previous_token_digest").unique(),
+    previousTokenExpireTime: ms("previous_token_expire_time"),
+    ...times,
+  },
+  (t) => [index("webhook_sources_tenant").on(t.tenantId, t.id)],
+);
+
+export const triggers = pgTable(
+  "triggers",
+  {
+    id: idText("id").primaryKey(),
+    tenantId: tenantId(),
+    agentId: text("agent_id")
+      .notNull()
+      .references(() => agents.id),
+    enabled: boolean("enabled").notNull(),
+    kind: text("kind", { enum: ["webhook", "schedule", "manual"] }).notNull(),
+    sourceId: text("source_id").references(() => webhookSources.id),
+    eventTypePattern: text("event_type_pattern"),
+    filter: text("filter"),
+    cron: text("cron"),
+    timezone: text("timezone"),
+    // The webhook filter's last failure (budget, depth, error), for operators.
+    filterError: text("filter_error"),
+    filterErrorTime: ms("filter_error_time"),
+    ...times,
+  },
+  (t) => [
+    index("triggers_tenant").on(t.tenantId, t.id),
+    index("triggers_agent").on(t.tenantId, t.agentId),
+    index("triggers_match").on(t.tenantId, t.kind, t.sourceId),
+  ],
+);
+
+export const events = pgTable(
+  "events",
+  {
+    id: idText("id").primaryKey(),
+    tenantId: tenantId(),
+    sourceId: text("source_id").notNull(),
+    eventType: text("event_type").notNull(),
+    payload: jsonb("payload").$type<Record<string, unknown>>().notNull(),
+    receiveTime: ms("receive_time").notNull(),
+    idempotencyKey: text("idempotency_key"),
+    matchedTriggerIds: jsonb("matched_trigger_ids").$type<string[]>().notNull(),
+    ...times,
+  },
+  (t) => [
+    index("events_tenant").on(t.tenantId, t.id),
+    // Retention deletes the oldest events first.
+    index("events_receive_time").on(t.receiveTime),
+    // A unique index, not a check-then-insert: two concurrent posts of one
+    // key store one event.
+    uniqueIndex("events_source_idempotency").on(t.sourceId, t.idempotencyKey).where(sql`idempotency_key is not null`),
+  ],
+);
+
+export const runs = pgTable(
+  "runs",
+  {
+    id: idText("id").primaryKey(),
+    tenantId: tenantId(),
+    agentId: text("agent_id").notNull(),
+    triggerId: text("trigger_id"),
+    eventId: text("event_id"),
+    input: jsonb("input").$type<unknown>(),
+    status: text("status").$type<RunStatus>().notNull(),
+    attempt: integer("attempt").notNull().default(0),
+    steps: jsonb("steps").$type<RunStepRecord[]>().notNull(),
+    output: jsonb("output").$type<unknown>(),
+    error: text("error").notNull().default(""),
+    startTime: ms("start_time"),
+    endTime: ms("end_time"),
+    leaseOwner: text("lease_owner"),
+    leaseExpireTime: ms("lease_expire_time"),
+    ...times,
+  },
+  (t) => [
+    index("runs_tenant").on(t.tenantId, t.id),
+    index("runs_event").on(t.eventId),
+    // The queue: queued runs oldest first, and running runs by lease expiry.
+    index("runs_queue").on(t.status, t.id),
+    // A tenant's queued runs, counted against its quota.
+    index("runs_tenant_status").on(t.tenantId, t.status),
+    index("runs_leases").on(t.status, t.leaseExpireTime),
+    // Retention deletes ended runs by end time.
+    index("runs_end_time").on(t.endTime),
+  ],
+);
+
+// One row per fired schedule slot: the primary key makes a slot fire once,
+// across restarts and replicas.
+export const scheduleSlots = pgTable(
+  "schedule_slots",
+  {
+    triggerId: text("trigger_id")
+      .notNull()
+      .references(() => triggers.id, { onDelete: "cascade" }),
+    slotTime: ms("slot_time").notNull(),
+    runId: text("run_id").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.triggerId, t.slotTime] })],
+);
+
+// Token buckets of the per-source webhook rate limit, shared by every process
+// on the database.
+export const rateLimitBuckets = pgTable("rate_limit_buckets", {
+  key: text("key").primaryKey(),
+  tokens: doublePrecision("tokens").notNull(),
+  refillTime: ms("refill_time").notNull(),
+});
+
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+type Assert<T extends true> = T;
+// Fails to compile when a column differs in type or nullability from SQLite's.
+export type RowsAgree = [
+  Assert<Same<typeof tenants.$inferSelect, rows.TenantRow>>,
+  Assert<Same<typeof members.$inferSelect, rows.MemberRow>>,
+  Assert<Same<typeof agents.$inferSelect, rows.AgentRow>>,
+  Assert<Same<typeof skills.$inferSelect, rows.SkillRow>>,
+  Assert<Same<typeof webhookSources.$inferSelect, rows.WebhookSourceRow>>,
+  Assert<Same<typeof triggers.$inferSelect, rows.TriggerRow>>,
+  Assert<Same<typeof events.$inferSelect, rows.EventRow>>,
+  Assert<Same<typeof runs.$inferSelect, rows.RunRow>>,
+  Assert<Same<typeof tenants.$inferInsert, rows.TenantInsert>>,
+  Assert<Same<typeof members.$inferInsert, rows.MemberInsert>>,
+  Assert<Same<typeof agents.$inferInsert, rows.AgentInsert>>,
+  Assert<Same<typeof skills.$inferInsert, rows.SkillInsert>>,
+  Assert<Same<typeof webhookSources.$inferInsert, rows.WebhookSourceInsert>>,
+  Assert<Same<typeof triggers.$inferInsert, rows.TriggerInsert>>,
+  Assert<Same<typeof events.$inferInsert, rows.EventInsert>>,
+  Assert<Same<typeof runs.$inferInsert, rows.RunInsert>>,
+];

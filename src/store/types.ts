@@ -1,0 +1,31 @@
+// JSON column shapes, shared by both engines' schemas.
+export interface AgentSpec {
+  skillIds: string[];
+  allowedTools: Record<string, string[]>;
+  steps: { skillId: string; tool: string; arguments: string }[];
+  model?: { baseUrl: string; model: string };
+}
+
+export type SkillAuthSpec =
+  | { mode: "none" }
+  | { mode: "static_bearer" }
+  | { mode: "oauth"; issuer: string; clientId: string; scopes: string[]; audience: string };
+
+export interface SkillTool {
+  name: string;
+  description: string;
+  inputSchema: Record<string, unknown>;
+}
+
+export type RunStatus = "queued" | "running" | "succeeded" | "failed" | "cancelled" | "timed_out";
+
+export interface RunStepRecord {
+  kind: "tool_call" | "model_call";
+  skillId: string;
+  tool: string;
+  arguments: unknown;
+  result?: unknown;
+  error: string;
+  startTime: number;
+  endTime?: number;
+}
