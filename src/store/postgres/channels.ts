@@ -1,0 +1,10 @@
+// NOTIFY channels every replica LISTENs on (see the store's signals).
+export const CHANNELS = {
+  // Runs became claimable: payload empty.
+  runsQueued: "agentplane_runs_queued",
+  // A run was cancelled: payload the run id.
+  runCancelled: "agentplane_run_cancelled",
+  // Rows of a cached table changed: payload the table name. Sent by table
+  // triggers, so every writer (another version, psql) is covered.
+  changed: "agentplane_changed",
+} as const;
