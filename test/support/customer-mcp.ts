@@ -51,9 +51,17 @@ export interface CustomerMcp {
   authorizedRequests(): number;
   /** Every tool invocation that reached a tool handler, in order. */
   toolCalls(): { name: string; arguments: unknown }[];
+  /** The "track" calls that completed, with when each ran. */
+  trackedCalls(): TrackedCall[];
   /** Authenticated requests answered with the `redirect` option's redirect. */
   redirects(): number;
   close(): Promise<void>;
+}
+
+export interface TrackedCall {
+  key: string;
+  start: number;
+  end: number;
 }
 
 export interface CustomerMcpOptions {
@@ -124,6 +132,8 @@ export async function reservePort(): Promise<number> {
 
 interface ToolState {
   calls: { name: string; arguments: unknown }[];
+  /** Each "track" call with the time it ran, to tell overlapping executions apart. */
+  tracked: TrackedCall[];
   /** Pending "slow" timers, cleared on close() so nothing outlives the server. */
   timers: Set<{ timer: NodeJS.Timeout; cancel: () => void }>;
 }
@@ -164,6 +174,20 @@ function buildMcpServer(state: ToolState): McpServer {
     async (): Promise<CallToolResult> => {
       state.calls.push({ name: "fail", arguments: {} });
       return { content: [{ type: "text", text: "it failed" }], isError: true };
+    },
+  );
+
+  server.registerTool(
+    "track",
+    {
+      description: "Waits ms milliseconds and records when it ran under key.",
+      inputSchema: { key: z.string(), ms: z.number().nonnegative() },
+    },
+    async ({ key, ms }): Promise<CallToolResult> => {
+      const start = Date.now();
+      await new Promise((resolve) => setTimeout(resolve, ms));
+      state.tracked.push({ key, start, end: Date.now() });
+      return { content: [{ type: "text", text: "tracked" }] };
     },
   );
 
@@ -252,7 +276,7 @@ async function serveMcp(
 }
 
 async function startHttp(setup: HttpServerSetup): Promise<RunningServer> {
-  const state: ToolState = { calls: [], timers: new Set() };
+  const state: ToolState = { calls: [], tracked: [], timers: new Set() };
   let requests = 0;
   let authorized = 0;
   let redirects = 0;
@@ -321,6 +345,7 @@ async function startHttp(setup: HttpServerSetup): Promise<RunningServer> {
       requests: () => requests,
       authorizedRequests: () => authorized,
       toolCalls: () => state.calls.map((c) => ({ ...c })),
+      trackedCalls: () => state.tracked.map((c) => ({ ...c })),
       redirects: () => redirects,
       close,
     },

@@ -1,0 +1,268 @@
+// Three `agentplane serve` replicas on one PostgreSQL database, as operators
+// scale out: webhooks spread over all three, one replica is killed (SIGKILL)
+// while it holds a run's lease, and then every event that got a 202 is
+// stored with its run, the dead replica's runs finish on the others, and no
+// run was executed by two replicas at once.
+import { spawn, execFile, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { exportJWK, generateKeyPair, SignJWT } from "jose";
+import postgres from "postgres";
+import { freeLoopbackPort } from "./support/listen.js";
+import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
+import { startJwksServer, type JwksServer } from "./support/jwks-server.js";
+import { createTestDatabase, type TestDatabase } from "./support/postgres.js";
+
+const exec = promisify(execFile);
+const CLI = join(process.cwd(), "dist/src/cli/main.js");
+const HOST = "127.0.0.1";
+const ISSUER = "https://idp.replicas.test";
+const AUDIENCE = "agentplane-replicas";
+const LEASE_SECONDS = 2;
+// Each run calls a tool that takes this long, so a kill can land mid-run.
+const TOOL_MS = 30;
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+async function waitFor<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined> | T | undefined, everyMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}
+
+const children = new Set<ChildProcess>();
+
+class Replica {
+  readonly child: ChildProcess;
+  output = "";
+  exited = false;
+  killSent = false;
+  readonly exit: Promise<void>;
+
+  constructor(
+    readonly port: number,
+    env: Record<string, string>,
+  ) {
+    this.child = spawn(process.execPath, [CLI, "serve"], {
+      env: { PATH: process.env.PATH ?? "", ...env, AGENTPLANE_PORT: String(port) },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    children.add(this.child);
+    const keep = (chunk: Buffer) => {
+      this.output += chunk.toString("utf8");
+      if (this.output.length > 200_000) this.output = this.output.slice(-100_000);
+    };
+    this.child.stdout!.on("data", keep);
+    this.child.stderr!.on("data", keep);
+    this.exit = new Promise((resolve) =>
+      this.child.once("exit", () => {
+        this.exited = true;
+        children.delete(this.child);
+        resolve();
+      }),
+    );
+  }
+
+  get url(): string {
+    return `http://${HOST}:${this.port}`;
+  }
+
+  async ready(): Promise<void> {
+    await waitFor(`replica on ${this.port} to be ready`, 20_000, async () => {
+      if (this.exited) throw new Error(`replica exited early:\n${this.output}`);
+      const ok = await fetch(`${this.url}/readyz`).then(
+        async (r) => (await r.arrayBuffer(), r.status === 200),
+        () => false,
+      );
+      return ok ? true : undefined;
+    });
+  }
+
+  async kill(): Promise<void> {
+    this.killSent = true;
+    if (!this.exited) this.child.kill("SIGKILL");
+    await this.exit;
+  }
+}
+
+describe("three replicas on one PostgreSQL database", () => {
+  let database: TestDatabase;
+  let sql: postgres.Sql;
+  let jwks: JwksServer;
+  let customer: CustomerMcp;
+  let token: string;
+  const secretKey = randomBytes(32).toString("base64");
+
+  const env = (): Record<string, string> => ({
+    AGENTPLANE_DATABASE_URL: database.url,
+    AGENTPLANE_DATABASE_POOL_SIZE: "4",
+    AGENTPLANE_SECRET_KEY: secretKey,
+    AGENTPLANE_AUTH_MODE: "jwt",
+    AGENTPLANE_JWT_ISSUER: ISSUER,
+    AGENTPLANE_JWT_AUDIENCE: AUDIENCE,
+    AGENTPLANE_JWKS_URL: jwks.url,
+    AGENTPLANE_HOST: HOST,
+    AGENTPLANE_RUN_LEASE_SECONDS: String(LEASE_SECONDS),
+    AGENTPLANE_WORKER_CONCURRENCY: "2",
+    AGENTPLANE_OUTBOUND_ALLOW: "127.0.0.0/8",
+    AGENTPLANE_WEBHOOK_RATE_PER_SECOND: "1000000",
+    AGENTPLANE_WEBHOOK_BURST: "1000000",
+    AGENTPLANE_LOG_LEVEL: "warn",
+  });
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    sql = postgres(database.url, { max: 2, onnotice: () => {} });
+    customer = await startOpenMcp();
+    const { publicKey, privateKey } = await generateKeyPair("RS256");
+    jwks = await startJwksServer([{ ...(await exportJWK(publicKey)), kid: "k1", alg: "RS256", use: "sig" }]);
+    token = await new SignJWT({ scope: "platform:read platform:write" })
+      .setProtectedHeader({ alg: "RS256", kid: "k1", typ: "at+jwt" })
+      .setIssuer(ISSUER)
+      .setAudience(AUDIENCE)
+      .setSubject("operator")
+      .setIssuedAt()
+      .setExpirationTime("10m")
+      .sign(privateKey);
+  });
+
+  afterAll(async () => {
+    for (const child of children) child.kill("SIGKILL");
+    await sleep(100);
+    await sql?.end();
+    await customer?.close();
+    await jwks?.close();
+    await database?.drop();
+  });
+
+  it(
+    "loses no acknowledged event when a replica is killed under load, and its leased runs finish elsewhere, once",
+    async () => {
+      const cliEnv = { PATH: process.env.PATH ?? "", AGENTPLANE_DATABASE_URL: database.url };
+      await exec(process.execPath, [CLI, "tenant", "create", "acme", "--admin", "operator"], { env: cliEnv });
+      const { stdout } = await exec(process.execPath, [CLI, "source", "create", "acme", "orders"], { env: cliEnv });
+      const webhookToken = /whk_[A-Za-z0-9_-]+/.exec(stdout)![0];
+
+      const replicas = await Promise.all([0, 1, 2].map(async () => new Replica(await freeLoopbackPort(), env())));
+      await Promise.all(replicas.map((r) => r.ready()));
+
+      const call = async <T>(method: string, body: unknown): Promise<T> => {
+        const res = await fetch(`${replicas[0]!.url}/platform.v1.PlatformService/${method}`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}`, "x-platform-tenant": "acme", "content-type": "application/json" },
+          body: JSON.stringify(body),
+        });
+        const text = await res.text();
+        if (res.status !== 200) throw new Error(`${method}: ${res.status} ${text}`);
+        return JSON.parse(text) as T;
+      };
+      const { skill } = await call<{ skill: { id: string } }>("CreateSkill", { skill: { name: "tools", mcpUrl: customer.url } });
+      const { agent } = await call<{ agent: { id: string } }>("CreateAgent", {
+        agent: { name: "a", skillIds: [skill.id], steps: [{ skillId: skill.id, tool: "track", arguments: `{"key": event.id, "ms": ${TOOL_MS}}` }] },
+      });
+      await call("CreateTrigger", { trigger: { agentId: agent.id, webhook: { eventTypePattern: "order.*" } } });
+
+      // The trigger was created through replica 0; every replica must match
+      // it within a second (its cache is invalidated by the store).
+      await sleep(1_000);
+
+      // Senders spread over the replicas; a replica's failure after its kill
+      // is expected, anything else is not.
+      const victim = replicas[1]!;
+      const accepted = new Set<string>();
+      const unexpected: string[] = [];
+      let stop = false;
+      let seq = 0;
+      const sender = async (i: number) => {
+        for (let n = i; !stop; n++) {
+          const replica = replicas[n % replicas.length]!;
+          if (replica.killSent) continue;
+          try {
+            const res = await fetch(`${replica.url}/webhooks/events`, {
+              method: "POST",
+              headers: { "content-type": "application/json", "x-webhook-token": webhookToken, "idempotency-key": `k-${++seq}` },
+              body: JSON.stringify({ event_type: "order.created", payload: { n: seq } }),
+            });
+            const body = (await res.json()) as { event_id?: string };
+            if (res.status === 202 && body.event_id) accepted.add(body.event_id);
+            else if (!replica.killSent) unexpected.push(`${res.status} ${JSON.stringify(body)}`);
+          } catch (err) {
+            if (!replica.killSent) unexpected.push(`error: ${(err as Error).message}`);
+          }
+        }
+      };
+      const sending = Promise.all(Array.from({ length: 12 }, (_, i) => sender(i)));
+
+      // Kill the victim while it holds a lease: its worker ids carry its pid.
+      await waitFor("300 accepted events", 20_000, () => (accepted.size >= 300 ? true : undefined), 10);
+      const pidTag = `-${victim.child.pid}-`;
+      const leasedByVictim = async () =>
+        (await sql<{ id: string }[]>`select id from runs where status = 'running' and lease_owner like ${"%" + pidTag + "%"}`).map((r) => r.id);
+      await waitFor("the victim to hold a lease", 10_000, async () => ((await leasedByVictim()).length ? true : undefined), 2);
+      await victim.kill();
+      const leasedAtKill = await leasedByVictim();
+      expect(leasedAtKill.length).toBeGreaterThan(0);
+
+      // The survivors keep taking load for a while, then the senders stop.
+      const acceptedAtKill = accepted.size;
+      await waitFor("load on the survivors", 20_000, () => (accepted.size >= acceptedAtKill + 200 ? true : undefined), 10);
+      stop = true;
+      await sending;
+      expect(unexpected).toEqual([]);
+
+      // Every acknowledged event is stored with exactly one run.
+      const stored = new Set((await sql<{ id: string }[]>`select id from events`).map((r) => r.id));
+      expect([...accepted].filter((id) => !stored.has(id))).toEqual([]);
+      const runCounts = await sql<{ id: string; runs: number }[]>`
+        select e.id, count(r.id)::int as runs from events e left join runs r on r.event_id = e.id group by e.id`;
+      expect(runCounts.filter((r) => r.runs !== 1)).toEqual([]);
+
+      // Every run succeeds; the victim's leased runs on a later attempt, on a
+      // surviving replica (the step records name the worker of each attempt).
+      const runs = await waitFor(
+        "every run to succeed",
+        60_000,
+        async () => {
+          const pending = await sql<{ n: number }[]>`select count(*)::int as n from runs where status <> 'succeeded'`;
+          return pending[0]!.n === 0
+            ? sql<{ id: string; event_id: string; attempt: number; steps: { attempt: number; worker: string }[] }[]>`
+                select id, event_id, attempt, steps from runs`
+            : undefined;
+        },
+        200,
+      );
+      expect(runs.length).toBe(stored.size);
+      const byId = new Map(runs.map((r) => [r.id, r]));
+      for (const id of leasedAtKill) {
+        const run = byId.get(id)!;
+        expect(run.attempt).toBeGreaterThanOrEqual(2);
+        expect(run.steps.length).toBe(1);
+        expect(run.steps[0]!.attempt).toBe(run.attempt);
+        expect(run.steps[0]!.worker).not.toContain(pidTag);
+      }
+
+      // No run executed on two replicas at once: the tool calls of one event
+      // never overlap in time, and only the victim's runs ran twice.
+      const calls = new Map<string, { start: number; end: number }[]>();
+      for (const c of customer.trackedCalls()) calls.set(c.key, [...(calls.get(c.key) ?? []), c]);
+      const victimEvents = new Set(leasedAtKill.map((id) => byId.get(id)!.event_id));
+      for (const [eventId, list] of calls) {
+        if (list.length === 1) continue;
+        expect(victimEvents.has(eventId)).toBe(true);
+        const sorted = [...list].sort((a, b) => a.start - b.start);
+        for (let i = 1; i < sorted.length; i++) expect(sorted[i]!.start).toBeGreaterThanOrEqual(sorted[i - 1]!.end);
+      }
+      // Each stored event's tool ran (at least once).
+      expect([...stored].filter((id) => !calls.has(id))).toEqual([]);
+
+      for (const r of replicas) if (!r.killSent) r.child.kill("SIGTERM");
+      await Promise.all(replicas.map((r) => r.exit));
+    },
+    120_000,
+  );
+});
