@@ -66,7 +66,10 @@ async function hammer(takers: (() => Promise<number>)[], ms: number, callersEach
     takers.flatMap((take) =>
       Array.from({ length: callersEach }, async () => {
         while (Date.now() < end) {
-          accepted += await take();
+          // Not `accepted += await take()`: that reads `accepted` before
+          // the await and loses the other callers' counts.
+          const got = await take();
+          accepted += got;
           await yieldLoop();
         }
       }),
