@@ -18,8 +18,10 @@ interface Lease {
   expires: number;
   // The shared bucket was empty: refuse here until then.
   emptyUntil: number;
-  // Takes since the last lease was asked for: the next one's size.
-  demand: number;
+  // Takes in the current and the previous half lease: the next lease's size.
+  takes: number;
+  takesBefore: number;
+  windowStart: number;
   pending?: Promise<void>;
 }
 
@@ -30,8 +32,8 @@ const SWEEP_EVERY_MS = 10_000;
 // `burst` at once, shared by every process and replica through the store.
 // Asking the store per request would put a database write on every webhook,
 // so each process leases a few tokens at a time: as many as it was asked for
-// since its last lease, at most a fiftieth of a second's worth, spent within
-// `leaseMs` or dropped. Tokens are only ever taken from the shared bucket, so
+// in the last half lease, at most a fiftieth of a second's worth, spent
+// within `leaseMs` or dropped. Tokens are only ever taken from the shared bucket, so
 // all replicas together never pass the rate; leases sized by demand keep a
 // quiet replica from holding tokens a busy one needs, and one replica alone
 // gets the whole rate. One store call per key is in flight per process; the
@@ -52,7 +54,7 @@ export class RateLimiter {
   // Rejects with the store's error when the store cannot answer.
   async take(key: string): Promise<TakeResult> {
     const lease = this.#lease(key);
-    lease.demand++;
+    this.#count(lease, this.#o.now());
     for (;;) {
       const now = this.#o.now();
       if (lease.tokens >= 1 && now < lease.expires) {
@@ -66,8 +68,7 @@ export class RateLimiter {
   }
 
   async #renew(key: string, lease: Lease): Promise<void> {
-    const want = Math.min(this.#maxLease, Math.max(1, lease.demand));
-    lease.demand = 0;
+    const want = Math.min(this.#maxLease, Math.max(1, Math.ceil(this.#demand(lease, this.#o.now()))));
     const taken = await this.#o.store.take(key, this.#o.ratePerSecond, this.#o.burst, this.#o.now(), want);
     const now = this.#o.now();
     if (taken.ok) {
@@ -79,11 +80,29 @@ export class RateLimiter {
     }
   }
 
+  #count(lease: Lease, now: number): void {
+    const window = this.#o.leaseMs / 2;
+    if (now - lease.windowStart >= window) {
+      lease.takesBefore = now - lease.windowStart >= 2 * window ? 0 : lease.takes;
+      lease.takes = 0;
+      lease.windowStart = now - ((now - lease.windowStart) % window);
+    }
+    lease.takes++;
+  }
+
+  // Takes in the last half lease (the previous window prorated): what this
+  // process will likely spend well before the lease runs out.
+  #demand(lease: Lease, now: number): number {
+    const window = this.#o.leaseMs / 2;
+    const elapsed = Math.min(1, (now - lease.windowStart) / window);
+    return lease.takes + lease.takesBefore * (1 - elapsed);
+  }
+
   #lease(key: string): Lease {
     let lease = this.#leases.get(key);
     if (!lease) {
       this.#sweep();
-      lease = { tokens: 0, expires: 0, emptyUntil: 0, demand: 0 };
+      lease = { tokens: 0, expires: 0, emptyUntil: 0, takes: 0, takesBefore: 0, windowStart: 0 };
       this.#leases.set(key, lease);
     }
     return lease;
