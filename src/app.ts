@@ -21,6 +21,7 @@ import type { SkillPool } from "./integrations/mcp-client/skill-pool.js";
 import { restSurface } from "./surfaces/rest.js";
 import { webhookSurface } from "./surfaces/webhooks.js";
 import type { Executor } from "./runtime/executor.js";
+import { DEFAULT_RETENTION, Retention } from "./runtime/retention.js";
 import { Scheduler } from "./runtime/scheduler.js";
 import { Worker } from "./runtime/worker.js";
 import { createAgentExecutor } from "./runtime/agent-executor.js";
@@ -59,6 +60,8 @@ export interface AppOptions {
   jsonMaxDepth?: number;
   http?: HttpLimits;
   expressions?: ExpressionOptions;
+  // Days and batch size of retention (runtime/retention.ts).
+  retention?: { days: number; batch: number };
 }
 
 // Where and how tenant-authored JSONata runs (trigger filters, step arguments).
@@ -155,6 +158,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
         maxQueuedRuns: (options.quotas ?? DEFAULT_QUOTAS).queuedRuns,
       });
   }
+  const retention = new Retention({ store: options.store.retention, log, ...(options.retention ?? DEFAULT_RETENTION) });
   metrics.instrument(server);
 
   await server.register(healthSurface, { store: options.store, registry: metrics.registry, metricsToken: options.metricsToken });
@@ -178,9 +182,11 @@ export async function buildApp(options: AppOptions): Promise<App> {
       sandbox.warm();
       worker?.start();
       scheduler?.start();
+      retention.start();
     },
     async stop(graceMs) {
       scheduler?.stop();
+      await retention.stop();
       await server.close();
       await worker?.stop(graceMs);
       await skills.close();

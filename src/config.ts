@@ -40,6 +40,10 @@ export interface Config extends StoreConfig {
   outbound: OutboundOptions;
   http: HttpLimits;
   expressions: ExpressionConfig;
+  // Events and finished runs older than this many days are deleted (≥ 1: the
+  // 24 h idempotency window lives in the events), this many rows a batch.
+  retentionDays: number;
+  retentionBatch: number;
 }
 
 // Tenant-authored JSONata (trigger filters, step arguments): where it runs
@@ -278,6 +282,8 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     },
     expressions,
     http: parseHttpLimits(env, problems),
+    retentionDays: positiveInt(env, "AGENTPLANE_RETENTION_DAYS", 30, problems),
+    retentionBatch: positiveInt(env, "AGENTPLANE_RETENTION_BATCH", 500, problems),
   };
   try {
     new AddressPolicy(config.outbound.allow);

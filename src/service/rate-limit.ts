@@ -1,23 +1,120 @@
-// Token buckets keyed by webhook source: `ratePerSecond` sustained, `burst`
-// at once. In-memory, so the limit is per replica.
+import type { RateLimitStore } from "../store/store.js";
+
+export interface RateLimiterOptions {
+  // The buckets every process and replica on the database shares.
+  store: RateLimitStore;
+  ratePerSecond: number;
+  burst: number;
+  now?: () => number;
+  // How long leased tokens may be spent locally; the rest is dropped.
+  leaseMs?: number;
+}
+
+export type TakeResult = { ok: true } | { ok: false; retryAfterSeconds: number };
+
+// Tokens of one key leased from the shared bucket and spent here.
+interface Lease {
+  tokens: number;
+  expires: number;
+  // The shared bucket was empty: refuse here until then.
+  emptyUntil: number;
+  // Takes in the current and the previous half lease: the next lease's size.
+  takes: number;
+  takesBefore: number;
+  windowStart: number;
+  pending?: Promise<void>;
+}
+
+const OK: TakeResult = { ok: true };
+const SWEEP_EVERY_MS = 10_000;
+
+// Token buckets keyed by webhook source, `ratePerSecond` sustained and
+// `burst` at once, shared by every process and replica through the store.
+// Asking the store per request would put a database write on every webhook,
+// so each process leases a few tokens at a time: as many as it was asked for
+// in the last half lease, at most a fiftieth of a second's worth, spent
+// within `leaseMs` or dropped. Tokens are only ever taken from the shared bucket, so
+// all replicas together never pass the rate; leases sized by demand keep a
+// quiet replica from holding tokens a busy one needs, and one replica alone
+// gets the whole rate. One store call per key is in flight per process; the
+// takes that arrive meanwhile wait for it. An empty bucket says when its next
+// token comes, and takes until then are refused here without asking.
 export class RateLimiter {
-  readonly #buckets = new Map<string, { tokens: number; at: number }>();
+  readonly #o: Required<RateLimiterOptions>;
+  readonly #maxLease: number;
+  readonly #leases = new Map<string, Lease>();
+  #sweepAt = 0;
 
-  constructor(
-    readonly ratePerSecond: number,
-    readonly burst: number,
-  ) {}
+  constructor(options: RateLimiterOptions) {
+    this.#o = { now: Date.now, leaseMs: 100, ...options };
+    this.#maxLease = Math.max(1, Math.min(Math.floor(options.ratePerSecond / 50), Math.floor(options.burst)));
+  }
 
-  // Takes a token, or returns how many seconds until one is available.
-  take(key: string, now = Date.now()): { ok: true } | { ok: false; retryAfterSeconds: number } {
-    const bucket = this.#buckets.get(key) ?? { tokens: this.burst, at: now };
-    bucket.tokens = Math.min(this.burst, bucket.tokens + ((now - bucket.at) / 1000) * this.ratePerSecond);
-    bucket.at = now;
-    this.#buckets.set(key, bucket);
-    if (bucket.tokens >= 1) {
-      bucket.tokens -= 1;
-      return { ok: true };
+  // Takes a token, or says in whole seconds (at least 1) when to retry.
+  // Rejects with the store's error when the store cannot answer.
+  async take(key: string): Promise<TakeResult> {
+    const lease = this.#lease(key);
+    this.#count(lease, this.#o.now());
+    for (;;) {
+      const now = this.#o.now();
+      if (lease.tokens >= 1 && now < lease.expires) {
+        lease.tokens--;
+        return OK;
+      }
+      if (now < lease.emptyUntil) return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil((lease.emptyUntil - now) / 1000)) };
+      lease.pending ??= this.#renew(key, lease).finally(() => (lease.pending = undefined));
+      await lease.pending;
     }
-    return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil((1 - bucket.tokens) / this.ratePerSecond)) };
+  }
+
+  async #renew(key: string, lease: Lease): Promise<void> {
+    const want = Math.min(this.#maxLease, Math.max(1, Math.ceil(this.#demand(lease, this.#o.now()))));
+    const taken = await this.#o.store.take(key, this.#o.ratePerSecond, this.#o.burst, this.#o.now(), want);
+    const now = this.#o.now();
+    if (taken.ok) {
+      lease.tokens = taken.granted;
+      lease.expires = now + this.#o.leaseMs;
+    } else {
+      lease.tokens = 0;
+      lease.emptyUntil = now + taken.retryAfterMs;
+    }
+  }
+
+  #count(lease: Lease, now: number): void {
+    const window = this.#o.leaseMs / 2;
+    if (now - lease.windowStart >= window) {
+      lease.takesBefore = now - lease.windowStart >= 2 * window ? 0 : lease.takes;
+      lease.takes = 0;
+      lease.windowStart = now - ((now - lease.windowStart) % window);
+    }
+    lease.takes++;
+  }
+
+  // Takes in the last half lease (the previous window prorated): what this
+  // process will likely spend well before the lease runs out.
+  #demand(lease: Lease, now: number): number {
+    const window = this.#o.leaseMs / 2;
+    const elapsed = Math.min(1, (now - lease.windowStart) / window);
+    return lease.takes + lease.takesBefore * (1 - elapsed);
+  }
+
+  #lease(key: string): Lease {
+    let lease = this.#leases.get(key);
+    if (!lease) {
+      this.#sweep();
+      lease = { tokens: 0, expires: 0, emptyUntil: 0, takes: 0, takesBefore: 0, windowStart: 0 };
+      this.#leases.set(key, lease);
+    }
+    return lease;
+  }
+
+  // Forgets keys with nothing left to spend or wait for, so sources that
+  // stopped sending do not stay in memory.
+  #sweep(): void {
+    const now = this.#o.now();
+    if (now < this.#sweepAt) return;
+    this.#sweepAt = now + SWEEP_EVERY_MS;
+    for (const [key, lease] of this.#leases)
+      if (!lease.pending && now >= lease.expires && now >= lease.emptyUntil) this.#leases.delete(key);
   }
 }

@@ -40,7 +40,7 @@ const unauthenticated = () => new ConnectError("invalid or missing webhook token
 export function createWebhookIngestion(options: WebhookOptions) {
   const { store } = options;
   const now = options.now ?? Date.now;
-  const limiter = new RateLimiter(options.ratePerSecond, options.burst);
+  const limiter = new RateLimiter({ store: store.rateLimits, ratePerSecond: options.ratePerSecond, burst: options.burst, now });
   const { matcher } = options;
   const maxDepth = options.maxDepth ?? DEFAULT_JSON_MAX_DEPTH;
   const maxQueuedRuns = options.maxQueuedRuns ?? DEFAULT_QUOTAS.queuedRuns;
@@ -59,7 +59,7 @@ export function createWebhookIngestion(options: WebhookOptions) {
       if (!token || !TOKEN_SHAPE.test(token)) throw unauthenticated();
       const source = await store.webhooks.findSourceByTokenDigest(webhookTokenDigest(token), now()).catch(fromStoreError);
       if (!source || !source.enabled) throw unauthenticated();
-      const taken = limiter.take(source.id, now());
+      const taken = await limiter.take(source.id).catch(fromStoreError);
       if (!taken.ok)
         throw new ConnectError("rate limit exceeded for this webhook source", Code.ResourceExhausted, {
           "retry-after": String(taken.retryAfterSeconds),

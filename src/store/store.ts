@@ -156,19 +156,31 @@ export interface StoreSignals {
   onRunCancelled(listener: (runId: string) => void): () => void;
 }
 
-export type RateLimitResult = { ok: true } | { ok: false; retryAfterSeconds: number };
+// `granted`: tokens taken, at least 1 and at most the `want` asked for.
+// `retryAfterMs`: until the bucket holds one token again.
+export type RateLimitResult = { ok: true; granted: number } | { ok: false; retryAfterMs: number };
 
 export interface RateLimitStore {
-  // Takes a token from the bucket `key` (refilled at `ratePerSecond`, holding
-  // at most `burst`), one bucket for every replica on the database.
-  take(key: string, ratePerSecond: number, burst: number, now: number): Promise<RateLimitResult>;
+  // Takes up to `want` tokens (default 1) from the bucket `key` (refilled at
+  // `ratePerSecond`, holding at most `burst`), one bucket for every process
+  // and replica on the database; refused when it holds less than one.
+  take(key: string, ratePerSecond: number, burst: number, now: number, want?: number): Promise<RateLimitResult>;
+}
+
+export interface PruneResult {
+  events: number;
+  runs: number;
+  // Schedule slots older than the cutoff, each trigger's latest kept.
+  slots: number;
+  // Rate-limit buckets untouched since the cutoff (full again by then).
+  buckets: number;
 }
 
 export interface RetentionStore {
-  // Deletes, oldest first, at most `batch` runs that ended before `before`
-  // and at most `batch` events received before it whose runs have all ended
-  // (and been deleted). Undefined when another process is pruning now.
-  prune(before: number, batch: number): Promise<{ events: number; runs: number } | undefined>;
+  // Deletes, oldest first, at most `batch` runs that ended before `before`,
+  // at most `batch` events received before it with no runs left, and as many
+  // stale slots and buckets. Undefined when another process is pruning now.
+  prune(before: number, batch: number): Promise<PruneResult | undefined>;
 }
 
 export interface Store {

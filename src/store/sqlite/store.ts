@@ -5,6 +5,8 @@ import { run } from "./errors.js";
 import { createSqliteMemberChange } from "./members.js";
 import { createSqliteWebhookStore, type GroupCommitOptions } from "./ingest.js";
 import { createSqliteRunQueue, prepareQueuedCount } from "./queue.js";
+import { createSqliteRateLimits } from "./rate-limits.js";
+import { createSqliteRetention } from "./retention.js";
 import { createSqliteScheduleStore } from "./schedules.js";
 import type * as rows from "../rows.js";
 import { SignalHub } from "../signal-hub.js";
@@ -195,6 +197,9 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
 
   const queuedCount = lazy(() => prepareQueuedCount(raw));
   const signals = new SignalHub();
+  // Rate-limit buckets on a connection of their own (see rate-limits.ts);
+  // an in-memory database is one connection's alone.
+  const limits = options.path === ":memory:" ? raw : openSqlite({ path: options.path, synchronous: "NORMAL" }).raw;
 
   return {
     db,
@@ -243,10 +248,13 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
     queue: createSqliteRunQueue(raw),
     schedules: createSqliteScheduleStore(raw),
     signals,
-    // Placeholders until the engine's rate-limit and retention land.
-    rateLimits: { take: () => Promise.reject(new Error("not implemented")) },
-    retention: { prune: () => Promise.reject(new Error("not implemented")) },
+    rateLimits: createSqliteRateLimits(limits),
+    retention: createSqliteRetention(raw),
     ping: () => run(() => void ping.get()),
-    close: () => run(() => void raw.close()),
+    close: () =>
+      run(() => {
+        if (limits !== raw) limits.close();
+        raw.close();
+      }),
   };
 }

@@ -1,0 +1,84 @@
+import type { Logger } from "pino";
+import type { PruneResult, RetentionStore } from "../store/store.js";
+
+const DAY_MS = 86_400_000;
+
+export const DEFAULT_RETENTION = { days: 30, batch: 500 };
+
+export interface RetentionOptions {
+  store: RetentionStore;
+  log: Logger;
+  // Events and finished runs older than this go. At least 1: idempotency
+  // keys live in the events and must last their 24 h.
+  days: number;
+  // Rows of each kind per batch (one short transaction each).
+  batch: number;
+  // Between rounds, give or take a quarter, so replicas do not line up.
+  intervalMs?: number;
+  now?: () => number;
+}
+
+export type RoundResult = PruneResult & { batches: number };
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// Deletes what is past retention: every interval a round of batches, the next
+// batch only while the last came back full, pausing between batches as long
+// as the batch took, so ingest (and other processes waiting for SQLite's
+// write lock) get at least half the time. On PostgreSQL one replica prunes at
+// a time; the store tells the others to skip.
+export class Retention {
+  readonly #o: Required<RetentionOptions>;
+  #timer?: NodeJS.Timeout;
+  // Set by stop(): no further batch or round starts.
+  #stopped = false;
+  #round?: Promise<unknown>;
+
+  constructor(options: RetentionOptions) {
+    if (!(options.days >= 1)) throw new Error("retention must keep at least one day (the idempotency window)");
+    this.#o = { intervalMs: 60_000, now: Date.now, ...options };
+  }
+
+  start(): void {
+    this.#stopped = false;
+    this.#schedule(Math.random() * this.#o.intervalMs);
+  }
+
+  // Waits for a batch under way; no further batch starts.
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    await this.#round;
+  }
+
+  async runOnce(): Promise<RoundResult> {
+    const { store, batch, log } = this.#o;
+    const before = this.#o.now() - this.#o.days * DAY_MS;
+    const total: RoundResult = { events: 0, runs: 0, slots: 0, buckets: 0, batches: 0 };
+    for (;;) {
+      const started = performance.now();
+      const pruned = await store.prune(before, batch);
+      if (!pruned) break;
+      total.batches++;
+      total.events += pruned.events;
+      total.runs += pruned.runs;
+      total.slots += pruned.slots;
+      total.buckets += pruned.buckets;
+      if (Math.max(pruned.events, pruned.runs, pruned.slots, pruned.buckets) < batch || this.#stopped) break;
+      await sleep(Math.max(1, performance.now() - started));
+    }
+    if (total.events || total.runs) log.info({ ...total, before: new Date(before).toISOString() }, "retention deleted old events and runs");
+    return total;
+  }
+
+  #schedule(delayMs: number): void {
+    this.#timer = setTimeout(() => {
+      this.#round = this.runOnce()
+        .catch((err: unknown) => this.#o.log.warn({ err }, "retention round failed; trying again at the next interval"))
+        .finally(() => {
+          if (!this.#stopped) this.#schedule(this.#o.intervalMs * (0.75 + Math.random() / 2));
+        });
+    }, delayMs);
+    this.#timer.unref();
+  }
+}

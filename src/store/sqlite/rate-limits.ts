@@ -1,0 +1,30 @@
+import type Database from "better-sqlite3";
+import type { RateLimitStore } from "../store.js";
+import { msUntilToken } from "../token-bucket.js";
+import { run } from "./errors.js";
+
+// The token bucket every process on the file shares, one row per key, read
+// and written under the write lock (an immediate transaction). `raw` is a
+// connection of its own with synchronous=NORMAL: in WAL mode its commits skip
+// the fsync that a synchronous=FULL commit pays, which a bucket does not
+// need (a power loss only refills it), while checkpoints still sync.
+export function createSqliteRateLimits(raw: Database.Database): RateLimitStore {
+  const read = raw.prepare<[string], { tokens: number; refill_time: number }>("select tokens, refill_time from rate_limit_buckets where key = ?");
+  const write = raw.prepare(
+    `insert into rate_limit_buckets (key, tokens, refill_time) values (?, ?, ?)
+     on conflict (key) do update set tokens = excluded.tokens, refill_time = excluded.refill_time`,
+  );
+  const take = raw.transaction((key: string, rate: number, burst: number, now: number, want: number) => {
+    const bucket = read.get(key);
+    // A key seen for the first time starts full; a clock behind the bucket's
+    // refills nothing.
+    const tokens = bucket ? Math.min(burst, bucket.tokens + (Math.max(0, now - bucket.refill_time) * rate) / 1000) : burst;
+    if (tokens < 1) return { ok: false as const, retryAfterMs: msUntilToken(tokens, rate) };
+    const granted = Math.min(want, Math.floor(tokens));
+    write.run(key, tokens - granted, Math.max(bucket?.refill_time ?? now, now));
+    return { ok: true as const, granted };
+  });
+  return {
+    take: (key, rate, burst, now, want = 1) => run(() => take.immediate(key, rate, burst, now, want)),
+  };
+}

@@ -1,0 +1,57 @@
+import type Database from "better-sqlite3";
+import type { PruneResult, RetentionStore } from "../store.js";
+import { run } from "./errors.js";
+
+// How long a prune waits for the write lock before leaving it to the next
+// round: better-sqlite3 waits on the event loop's thread, so not the store's
+// usual 5 s.
+const LOCK_WAIT_MS = 250;
+
+// One batch is one short immediate transaction: it holds the write lock,
+// which also keeps a second process from pruning at the same time.
+export function createSqliteRetention(raw: Database.Database): RetentionStore {
+  const runs = raw.prepare(
+    `delete from runs where id in (
+       select id from runs where end_time < ? and status in ('succeeded', 'failed', 'cancelled', 'timed_out')
+       order by end_time limit ?)`,
+  );
+  // An event goes once no run of it is left: a queued or running run keeps it.
+  const events = raw.prepare(
+    `delete from events where id in (
+       select e.id from events e where e.receive_time < ? and not exists (select 1 from runs r where r.event_id = e.id)
+       order by e.receive_time limit ?)`,
+  );
+  // Each trigger's latest slot stays however old: the scheduler fires a slot
+  // only when it is later than that one.
+  const slots = raw.prepare(
+    `delete from schedule_slots where rowid in (
+       select s.rowid from schedule_slots s
+       where s.slot_time < ? and s.slot_time < (select max(m.slot_time) from schedule_slots m where m.trigger_id = s.trigger_id)
+       order by s.slot_time limit ?)`,
+  );
+  // A bucket untouched that long is full again: deleting it changes nothing.
+  const buckets = raw.prepare(`delete from rate_limit_buckets where key in (select key from rate_limit_buckets where refill_time < ? limit ?)`);
+  const prune = raw.transaction(
+    (before: number, batch: number): PruneResult => ({
+      runs: runs.run(before, batch).changes,
+      events: events.run(before, batch).changes,
+      slots: slots.run(before, batch).changes,
+      buckets: buckets.run(before, batch).changes,
+    }),
+  );
+  return {
+    prune: (before, batch) =>
+      run(() => {
+        const wait = raw.pragma("busy_timeout", { simple: true }) as number;
+        raw.pragma(`busy_timeout = ${LOCK_WAIT_MS}`);
+        try {
+          return prune.immediate(before, batch);
+        } catch (err) {
+          if ((err as { code?: unknown }).code === "SQLITE_BUSY") return undefined;
+          throw err;
+        } finally {
+          raw.pragma(`busy_timeout = ${wait}`);
+        }
+      }),
+  };
+}

@@ -1,0 +1,234 @@
+// The per-source webhook rate limit is one bucket for every process and
+// replica on the database: three limiters, each on a connection of its own,
+// share the configured rate; one alone can use all of it.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { RateLimiter } from "../src/service/rate-limit.js";
+import { StoreUnavailableError } from "../src/store/errors.js";
+import { migratePostgres, openPostgres } from "../src/store/postgres/open.js";
+import { createPgRateLimits } from "../src/store/postgres/rate-limits.js";
+import { createSqliteStore } from "../src/store/sqlite/store.js";
+import type { RateLimitStore } from "../src/store/store.js";
+import { devIssuer, devToken } from "./support/dev-auth.js";
+import { createTestDatabase } from "./support/postgres.js";
+import { bearer, connectCall, startServer } from "./support/server.js";
+
+interface Connection {
+  rateLimits: RateLimitStore;
+  close(): Promise<void>;
+}
+
+interface Engine {
+  // A new connection to the one database of the suite.
+  connect(): Connection;
+  cleanup(): Promise<void>;
+}
+
+async function sqliteEngine(): Promise<Engine> {
+  const dir = mkdtempSync(join(tmpdir(), "agentplane-rate-"));
+  const path = join(dir, "agentplane.db");
+  createSqliteStore({ path }).close();
+  return {
+    connect() {
+      const store = createSqliteStore({ path, migrate: false });
+      return { rateLimits: store.rateLimits, close: () => store.close() };
+    },
+    cleanup: async () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+async function postgresEngine(): Promise<Engine> {
+  const database = await createTestDatabase();
+  const first = openPostgres({ url: database.url, poolSize: 2 });
+  await migratePostgres(first);
+  await first.sql.end();
+  return {
+    connect() {
+      const { sql } = openPostgres({ url: database.url, poolSize: 4 });
+      return { rateLimits: createPgRateLimits(sql), close: () => sql.end() };
+    },
+    cleanup: () => database.drop(),
+  };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+// Lets socket replies and timers in between takes that answer locally.
+const yieldLoop = () => new Promise((resolve) => setImmediate(resolve));
+
+// Callers taking as fast as they can from one key until `ms` have passed;
+// returns the tokens they got and the seconds from the first take to the last.
+async function hammer(takers: (() => Promise<number>)[], ms: number, callersEach = 4): Promise<{ accepted: number; seconds: number }> {
+  const start = Date.now();
+  const end = start + ms;
+  let accepted = 0;
+  await Promise.all(
+    takers.flatMap((take) =>
+      Array.from({ length: callersEach }, async () => {
+        while (Date.now() < end) {
+          // Not `accepted += await take()`: that reads `accepted` before
+          // the await and loses the other callers' counts.
+          const got = await take();
+          accepted += got;
+          await yieldLoop();
+        }
+      }),
+    ),
+  );
+  return { accepted, seconds: (Date.now() - start) / 1000 };
+}
+
+const RATE = 400;
+const BURST = 100;
+const expectWithin10Percent = (accepted: number, seconds: number, rate = RATE, burst = BURST) => {
+  const allowed = rate * seconds + burst;
+  expect(accepted).toBeLessThanOrEqual(allowed * 1.1);
+  expect(accepted).toBeGreaterThanOrEqual(allowed * 0.9);
+};
+
+describe.each([
+  ["SQLite", sqliteEngine],
+  ["PostgreSQL", postgresEngine],
+])("rate-limit buckets on %s", (_name, open) => {
+  let engine: Engine;
+  const connections: Connection[] = [];
+  const connect = () => {
+    const c = engine.connect();
+    connections.push(c);
+    return c;
+  };
+
+  beforeAll(async () => {
+    engine = await open();
+  });
+  afterEach(async () => {
+    await Promise.all(connections.splice(0).map((c) => c.close()));
+  });
+  afterAll(async () => {
+    await engine.cleanup();
+  });
+
+  it("starts a bucket full, grants up to what is asked, and says when the next token comes", async () => {
+    const { rateLimits } = connect();
+    const t = 1_000_000;
+    expect(await rateLimits.take("fresh", 10, 5, t, 3)).toEqual({ ok: true, granted: 3 });
+    expect(await rateLimits.take("fresh", 10, 5, t, 3)).toEqual({ ok: true, granted: 2 });
+    const refused = await rateLimits.take("fresh", 10, 5, t);
+    expect(refused).toEqual({ ok: false, retryAfterMs: 100 });
+    // Half a token refilled: the other half comes in 50 ms.
+    expect(await rateLimits.take("fresh", 10, 5, t + 50)).toEqual({ ok: false, retryAfterMs: 50 });
+    expect(await rateLimits.take("fresh", 10, 5, t + 100)).toEqual({ ok: true, granted: 1 });
+    // Refills up to the burst, no further.
+    expect(await rateLimits.take("fresh", 10, 5, t + 60_000, 100)).toEqual({ ok: true, granted: 5 });
+    // A clock behind the bucket's (another replica's) refills nothing.
+    expect(await rateLimits.take("fresh", 10, 5, t, 1)).toEqual({ ok: false, retryAfterMs: 100 });
+  });
+
+  it("keeps one bucket per key", async () => {
+    const { rateLimits } = connect();
+    expect(await rateLimits.take("a", 1, 1, 5_000)).toEqual({ ok: true, granted: 1 });
+    expect(await rateLimits.take("a", 1, 1, 5_000)).toEqual({ ok: false, retryAfterMs: 1000 });
+    expect(await rateLimits.take("b", 1, 1, 5_000)).toEqual({ ok: true, granted: 1 });
+  });
+
+  it("holds the rate across three connections taking one token at a time", async () => {
+    const stores = [connect(), connect(), connect()].map((c) => c.rateLimits);
+    const { accepted, seconds } = await hammer(
+      stores.map((s) => async () => {
+        const r = await s.take("shared-store", RATE, BURST, Date.now());
+        return r.ok ? r.granted : 0;
+      }),
+      2000,
+    );
+    expectWithin10Percent(accepted, seconds);
+  });
+
+  it("holds the rate across three limiters leasing tokens in batches", async () => {
+    const limiters = [connect(), connect(), connect()].map((c) => new RateLimiter({ store: c.rateLimits, ratePerSecond: RATE, burst: BURST }));
+    const shares = [0, 0, 0];
+    const { accepted, seconds } = await hammer(
+      limiters.map((l, i) => async () => {
+        const ok = (await l.take("shared-limiter")).ok ? 1 : 0;
+        shares[i]! += ok;
+        return ok;
+      }),
+      2000,
+    );
+    expectWithin10Percent(accepted, seconds);
+    // Every replica gets a share, not only the fastest.
+    for (const share of shares) expect(share).toBeGreaterThan(accepted / 10);
+  });
+
+  // Leases of up to 40 tokens: sized by what each replica was asked for
+  // lately, not by how many callers happen to wait for the store.
+  it("holds a high rate across three limiters", async () => {
+    const limiters = [connect(), connect(), connect()].map((c) => new RateLimiter({ store: c.rateLimits, ratePerSecond: 2000, burst: 200 }));
+    const { accepted, seconds } = await hammer(
+      limiters.map((l) => async () => ((await l.take("shared-high")).ok ? 1 : 0)),
+      2000,
+    );
+    expectWithin10Percent(accepted, seconds, 2000, 200);
+  });
+
+  it("lets one limiter alone use the whole rate", async () => {
+    const limiter = new RateLimiter({ store: connect().rateLimits, ratePerSecond: RATE, burst: BURST });
+    const { accepted, seconds } = await hammer([async () => ((await limiter.take("alone")).ok ? 1 : 0)], 2000);
+    expectWithin10Percent(accepted, seconds);
+  });
+
+  it("answers a whole second at least in Retry-After, and the next token after it", async () => {
+    const limiter = new RateLimiter({ store: connect().rateLimits, ratePerSecond: 2, burst: 1 });
+    expect(await limiter.take("slow")).toEqual({ ok: true });
+    const refused = await limiter.take("slow");
+    expect(refused).toEqual({ ok: false, retryAfterSeconds: 1 });
+    await sleep(550);
+    expect(await limiter.take("slow")).toEqual({ ok: true });
+  });
+
+  it("fails closed when the store is unavailable", async () => {
+    const c = engine.connect();
+    await c.close();
+    await expect(c.rateLimits.take("k", 1, 1, Date.now())).rejects.toBeInstanceOf(StoreUnavailableError);
+    const limiter = new RateLimiter({ store: c.rateLimits, ratePerSecond: 1, burst: 1 });
+    await expect(limiter.take("k")).rejects.toBeInstanceOf(StoreUnavailableError);
+  });
+});
+
+describe("webhooks over the shared bucket", () => {
+  it("accept the configured rate and answer 429 with Retry-After past it", async () => {
+    const issuer = await devIssuer();
+    const admin = await devToken(issuer);
+    const server = await startServer({ authenticator: issuer.authenticator(60), webhook: { maxBytes: 4096, ratePerSecond: 20, burst: 10 } });
+    try {
+      await server.seedTenant("acme", [{ subject: issuer.clientId, role: "admin" }]);
+      const created = await connectCall(server, "CreateWebhookSource", { webhookSource: { name: "s" } }, bearer(admin, "acme"));
+      const token = created.body.token as string;
+      const post = () =>
+        fetch(`${server.url}/webhooks/events`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-webhook-token": token },
+          body: JSON.stringify({ event_type: "order.created", payload: {} }),
+        });
+      const start = Date.now();
+      let accepted = 0;
+      let limited: { retryAfter: string | null; body: unknown } | undefined;
+      // About 100 posts a second offered, five times the rate.
+      while (Date.now() - start < 2000) {
+        const res = await post();
+        const text = await res.text();
+        if (res.status === 202) accepted++;
+        else if (res.status === 429) limited ??= { retryAfter: res.headers.get("retry-after"), body: JSON.parse(text) };
+        else throw new Error(`unexpected ${res.status}: ${text}`);
+        await sleep(10);
+      }
+      const seconds = (Date.now() - start) / 1000;
+      const allowed = 20 * seconds + 10;
+      expect(accepted).toBeLessThanOrEqual(allowed * 1.1);
+      expect(accepted).toBeGreaterThanOrEqual(allowed * 0.9);
+      expect(limited).toBeDefined();
+      expect(limited).toEqual({ retryAfter: "1", body: expect.objectContaining({ error: "resource_exhausted" }) });
+    } finally {
+      await server.close();
+    }
+  });
+});
