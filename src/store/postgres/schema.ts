@@ -169,10 +169,10 @@ export const runs = pgTable(
   (t) => [
     index("runs_tenant").on(t.tenantId, t.id),
     index("runs_event").on(t.eventId),
-    // The queue: queued runs oldest first, and running runs by lease expiry.
-    index("runs_queue").on(t.status, t.id),
-    // A tenant's queued runs, counted against its quota.
-    index("runs_tenant_status").on(t.tenantId, t.status),
+    // The queue: each tenant's queued runs oldest first (the fair claim seeks
+    // from tenant to tenant), a tenant's queued runs counted against its
+    // quota, and running runs counted per tenant; a run listing by status.
+    index("runs_queue").on(t.status, t.tenantId, t.id),
     index("runs_leases").on(t.status, t.leaseExpireTime),
     // Retention deletes ended runs by end time.
     index("runs_end_time").on(t.endTime),
