@@ -15,7 +15,7 @@ import { createPgRunQueue } from "../src/store/postgres/queue.js";
 import type { RunRow } from "../src/store/rows.js";
 import { SignalHub } from "../src/store/signal-hub.js";
 import { createSqliteStore } from "../src/store/sqlite/store.js";
-import type { RunQueue } from "../src/store/store.js";
+import type { RunOutcome, RunQueue } from "../src/store/store.js";
 import { createTestDatabase } from "./support/postgres.js";
 
 // What another connection reads back.
@@ -40,8 +40,12 @@ interface Engine {
   // Read on a connection that did not write.
   read(id: string): Promise<Stored | undefined>;
   runningOf(agentId: string): Promise<number>;
+  // Ends every queued and running run, so that a test starts with none.
+  clear(): Promise<void>;
   close(): Promise<void>;
 }
+
+const CLEAR = "update runs set status = 'cancelled', lease_owner = null, lease_expire_time = null where status in ('queued', 'running')";
 
 async function sqliteEngine(): Promise<Engine> {
   const dir = mkdtempSync(join(tmpdir(), "agentplane-queue-"));
@@ -75,6 +79,7 @@ async function sqliteEngine(): Promise<Engine> {
         .get(id) as (Stored & { steps: string; output: string | null }) | undefined;
       return r && { ...r, steps: JSON.parse(r.steps), output: r.output === null ? null : JSON.parse(r.output) };
     },
+    clear: async () => void raw.prepare(CLEAR).run(),
     runningOf: async (agentId) =>
       (reader.prepare("select count(*) as n from runs where status = 'running' and agent_id = ?").get(agentId) as { n: number }).n,
     async close() {
@@ -110,6 +115,7 @@ async function postgresEngine(): Promise<Engine> {
           end_time as "endTime", error, steps, output from runs where id = ${id}`;
       return r;
     },
+    clear: async () => void (await main.sql.unsafe(CLEAR)),
     async runningOf(agentId) {
       const [r] = await reader.sql<{ n: number }[]>`select count(*)::int as n from runs where status = 'running' and agent_id = ${agentId}`;
       return r!.n;
@@ -122,7 +128,7 @@ async function postgresEngine(): Promise<Engine> {
 }
 
 const LEASE = 30_000;
-const ok = { status: "succeeded", steps: [], output: { ok: true }, error: "" } as const;
+const ok: RunOutcome = { status: "succeeded", steps: [], output: { ok: true }, error: "" };
 
 // Owner-independent view of a claim: ids in id order.
 const ids = (rows: RunRow[]) => rows.map((r) => r.id).sort();
@@ -140,9 +146,10 @@ describe.each([
   });
   afterAll(() => e.close());
 
-  // Every test gets a tenant and an agent of its own, so that no queued run
-  // of another test is in the way. Tests of the whole queue drain it first.
+  // Every test starts with no run queued or running, and with a tenant and
+  // an agent of its own.
   beforeEach(async () => {
+    await e.clear();
     tenant = newId("ten");
     agent = newId("agt");
     await e.addTenant(tenant);
@@ -158,19 +165,7 @@ describe.each([
     for (let i = 0; i < rows.length; i += 1000) expect(await e.queue.insertMany(rows.slice(i, i + 1000))).toBe(true);
     return rows.map((r) => r.id);
   }
-  // Claims and finishes everything claimable, so the next test starts empty.
-  async function drain(): Promise<void> {
-    for (;;) {
-      const now = Date.now();
-      const got = await e.queue.claim("drain", 1000, LEASE, 1000, now, []);
-      if (!got.length) return;
-      await Promise.all(got.map((r) => e.queue.finish("drain", r.id, ok, now)));
-    }
-  }
-
   describe("leases", () => {
-    beforeEach(drain);
-
     it("tells when the earliest lease expires", async () => {
       expect(await e.queue.nextLeaseExpiry()).toBeUndefined();
       await queue(2);
@@ -306,8 +301,6 @@ describe.each([
   });
 
   describe("concurrent claimers", () => {
-    beforeEach(drain);
-
     it("never hand one run to two claimers", async () => {
       const queued = await queue(500);
       const claimers = [e.queue, e.replica(), e.replica(), e.replica()];
@@ -328,8 +321,6 @@ describe.each([
   });
 
   describe("fairness between tenants", () => {
-    beforeEach(drain);
-
     it("starts another tenant's single run in the next claim while one tenant has 10,000 queued", async () => {
       const other = newId("ten");
       const otherAgent = newId("agt");
@@ -367,8 +358,6 @@ describe.each([
   });
 
   describe("max_concurrent_runs", () => {
-    beforeEach(drain);
-
     it("leaves an agent's runs queued while it has that many running, without holding back the tenant's other agents", async () => {
       const capped = newId("agt");
       await e.addAgent(tenant, capped, 1);
@@ -396,36 +385,27 @@ describe.each([
     it("holds with claimers racing on connections of their own", async () => {
       const capped = newId("agt");
       await e.addAgent(tenant, capped, 2);
-      const queued = await queue(60, tenant, capped);
+      const queued = await queue(24, tenant, capped);
       const claimers = [e.queue, e.replica(), e.replica(), e.replica()];
-      const active = new Set<string>();
-      let peak = 0;
-      const done = new Set<string>();
-      await Promise.all(
-        claimers.map(async (q, n) => {
-          while (done.size < queued.length) {
-            const got = await q.claim(`w${n}`, 3, LEASE, 3, Date.now(), []);
-            for (const r of got) active.add(r.id);
-            peak = Math.max(peak, active.size);
-            if (!got.length) await new Promise((r) => setTimeout(r, 1));
-            for (const r of got) {
-              // No longer counted before the finish commits: what the store
-              // holds running is never less than `active`.
-              active.delete(r.id);
-              expect(await q.finish(`w${n}`, r.id, ok, Date.now())).toBe(true);
-              done.add(r.id);
-            }
+      const done: string[] = [];
+      // Every round, all claimers at once while the agent has none running:
+      // together they take exactly two.
+      while (done.length < queued.length) {
+        const now = Date.now();
+        const got = await Promise.all(claimers.map((q, n) => q.claim(`w${n}`, 3, LEASE, 3, now, [])));
+        expect(got.flat()).toHaveLength(2);
+        expect(await e.runningOf(capped)).toBe(2);
+        for (const [n, rows] of got.entries())
+          for (const r of rows) {
+            expect(await claimers[n]!.finish(`w${n}`, r.id, ok, now)).toBe(true);
+            done.push(r.id);
           }
-        }),
-      );
-      expect(peak).toBe(2);
-      expect(done.size).toBe(60);
+      }
+      expect(done.sort()).toEqual([...queued].sort());
     });
   });
 
   describe("grouped run-state writes", () => {
-    beforeEach(drain);
-
     it("resolves each finish with its own result, durable for every other connection once resolved", async () => {
       const queued = await queue(40);
       const t0 = Date.now();
@@ -482,6 +462,7 @@ describe("PostgreSQL notifications", () => {
           values (${id}, ${tenantId}, ${id}, '{}', 16, 120000, true, 0, 0)`),
       read: () => Promise.reject(new Error("unused")),
       runningOf: () => Promise.reject(new Error("unused")),
+      clear: () => Promise.reject(new Error("unused")),
         async close() {
         await main.sql.end();
         await database.drop();
