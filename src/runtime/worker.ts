@@ -65,7 +65,10 @@ export class Worker {
       this.#again = true;
       return;
     }
-    void this.#pump();
+    // The wake-ups of one event-loop turn (each run of a batch of finishes
+    // that committed together frees a slot) make one claim, not one each.
+    this.#pumping = true;
+    setImmediate(() => void this.#pump());
   }
 
   // Aborts a run executing here (it was cancelled through the API).

@@ -11,9 +11,9 @@
 // another tenant's single run by at most one claim, whatever the claim size.
 //
 // Cost. A claim of n reads each waiting tenant's n oldest queued runs (an
-// index seek per tenant on runs_queue (status, tenant_id, id)) and the running
-// runs (bounded by the workers of the cluster): it grows with the tenants
-// that have queued runs, not with their backlog.
+// index seek per tenant on runs_queued (tenant_id, id where queued)) and the
+// running runs (bounded by the workers of the cluster): it grows with the
+// tenants that have queued runs, not with their backlog.
 //
 // max_concurrent_runs. A capped agent gets at most cap - running(agent) more
 // runs; its other runs stay queued, and they do not hold back the tenant's

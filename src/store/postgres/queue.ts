@@ -87,6 +87,7 @@ const mapped = <T>(p: Promise<T>): Promise<T> =>
 // batch's JSON array.
 interface StateWrite {
   id: string;
+  finish: boolean;
   json: string;
 }
 
@@ -98,6 +99,7 @@ const stateWrite = (
   outcome?: { status: RunOutcome["status"]; output: unknown; error: string },
 ): StateWrite => ({
   id,
+  finish: outcome !== undefined,
   json: JSON.stringify({ id, owner, now, steps, status: outcome?.status ?? null, output: outcome?.output ?? null, error: outcome?.error ?? null }),
 });
 
@@ -126,8 +128,9 @@ export async function lockTenantQueue(tx: Tx, tenantId: string): Promise<void> {
 // would cost a claim.
 export function createPgRunQueue(sql: Sql, signals: SignalHub): RunQueue {
   async function candidates(tx: Tx, excluded: string[], perTenant: number): Promise<QueuedCandidate[]> {
-    // A loose index scan over runs_queue (status, tenant_id, id): one seek per
-    // tenant with queued runs, then that tenant's oldest, never the backlog.
+    // A loose index scan over runs_queued (tenant_id, id where queued): one
+    // seek per tenant with queued runs, then that tenant's oldest, never the
+    // backlog.
     return tx<QueuedCandidate[]>`
       with recursive t as (
         (select tenant_id from runs where status = 'queued' order by tenant_id limit 1)
@@ -137,12 +140,16 @@ export function createPgRunQueue(sql: Sql, signals: SignalHub): RunQueue {
       )
       select q.id, q.tenant_id as "tenantId", q.agent_id as "agentId", a.max_concurrent_runs as cap
       from t cross join lateral (
+        -- From the tenant's first queued run on, in runs_queued's order (the
+        -- next tenant's runs are dropped below). Not "tenant_id = …
+        -- order by id": the primary key has that order too, and a planner
+        -- that believes most runs queued walks it over the runs that ended.
         select id, tenant_id, agent_id from runs
-        where status = 'queued' and tenant_id = t.tenant_id and agent_id <> all(${excluded}::text[])
-        order by id limit ${perTenant}
+        where status = 'queued' and (tenant_id, id) > (t.tenant_id, '') and agent_id <> all(${excluded}::text[])
+        order by tenant_id, id limit ${perTenant}
       ) q
       left join agents a on a.id = q.agent_id and a.max_concurrent_runs > 0
-      where t.tenant_id is not null`;
+      where q.tenant_id = t.tenant_id`;
   }
 
   // Keeps of the picked runs of capped agents only what each agent has room
@@ -247,9 +254,14 @@ export function createPgRunQueue(sql: Sql, signals: SignalHub): RunQueue {
       const ids = new Set(done.map((d) => d.id));
       for (const { write, at } of round) results[at] = ids.has(write.id);
     };
-    if (rounds.length === 1) await apply(sql, rounds[0]!);
+    // Step records are progress, not a promise: a batch of them only does not
+    // wait for the disk (the finish that follows writes every step again,
+    // and its commit flushes theirs). A batch with a finish does.
+    const progressOnly = !writes.some((w) => w.finish);
+    if (rounds.length === 1 && !progressOnly) await apply(sql, rounds[0]!);
     else
       await sql.begin(async (tx) => {
+        if (progressOnly) await tx`set local synchronous_commit = off`;
         for (const round of rounds) await apply(tx, round);
       });
     return results;

@@ -58,24 +58,31 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
      from runs r left join agents a on a.id = r.agent_id
      where r.status = 'running' group by r.tenant_id, r.agent_id`,
   );
-  // Each tenant with queued runs once, in tenant order: one index seek per
-  // tenant (a loose index scan), not a read of every queued run.
-  const waitingTenants = raw
-    .prepare<[], string>(
-      `with recursive t(tenant_id) as (
-         select (select tenant_id from runs where status = 'queued' order by tenant_id limit 1)
-         union all
-         select (select r.tenant_id from runs r where r.status = 'queued' and r.tenant_id > t.tenant_id order by r.tenant_id limit 1)
-         from t where t.tenant_id is not null
-       )
-       select tenant_id from t where tenant_id is not null`,
-    )
-    .pluck(true);
-  const oldestOf = raw.prepare<{ tenantId: string; excluded: string; limit: number }, QueuedCandidate>(
-    `select r.id, r.tenant_id as tenantId, r.agent_id as agentId, case when a.max_concurrent_runs > 0 then a.max_concurrent_runs end as cap
-     from runs r left join agents a on a.id = r.agent_id
-     where r.status = 'queued' and r.tenant_id = @tenantId and r.agent_id not in (select value from json_each(@excluded))
-     order by r.id limit @limit`,
+  // Every tenant's `limit` oldest queued runs (of agents not excluded), in
+  // one statement: the tenants with queued runs are walked one index seek
+  // each (a loose index scan), and each tenant's runs are an index range up
+  // to its limit-th run, so the backlog is never read. The runs_queued index
+  // is named: without statistics SQLite prefers runs_leases for
+  // "status = ?" and would sort every queued run per tenant; the cross join
+  // keeps the tenants outside.
+  const candidates = raw.prepare<{ excluded: string; limit: number }, QueuedCandidate>(
+    `with recursive t(tenant_id) as (
+       select (select tenant_id from runs indexed by runs_queued where status = 'queued' order by tenant_id limit 1)
+       union all
+       select (select r.tenant_id from runs r indexed by runs_queued where r.status = 'queued' and r.tenant_id > t.tenant_id
+               order by r.tenant_id limit 1)
+       from t where t.tenant_id is not null
+     )
+     select r.id, r.tenant_id as tenantId, r.agent_id as agentId, case when a.max_concurrent_runs > 0 then a.max_concurrent_runs end as cap
+     from t cross join runs r indexed by runs_queued on r.status = 'queued' and r.tenant_id = t.tenant_id
+       and r.id <= coalesce(
+         (select x.id from runs x indexed by runs_queued
+          where x.status = 'queued' and x.tenant_id = t.tenant_id and x.agent_id not in (select value from json_each(@excluded))
+          order by x.id limit 1 offset @limit - 1),
+         char(1114111)) -- fewer queued: all of them (U+10FFFF sorts after every id)
+       and r.agent_id not in (select value from json_each(@excluded))
+     left join agents a on a.id = r.agent_id
+     where t.tenant_id is not null`,
   );
   const take = raw.prepare<{ id: string; owner: string; now: number; until: number }, RawRun>(
     `update runs set status = 'running', lease_owner = @owner, lease_expire_time = @until, attempt = attempt + 1,
@@ -87,13 +94,8 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
     const ids = expired.all({ now, limit, owner, executing: JSON.stringify(executing) });
     if (ids.length < limit) {
       const want = limit - ids.length;
-      const tenants = waitingTenants.all();
-      ids.push(
-        ...pickSync(fairPick(running.all(), want, want), (excluded) => {
-          const json = JSON.stringify(excluded);
-          return tenants.flatMap((tenantId) => oldestOf.all({ tenantId, excluded: json, limit: want }));
-        }).map((c) => c.id),
-      );
+      const pick = fairPick(running.all(), want, want);
+      ids.push(...pickSync(pick, (excluded) => candidates.all({ excluded: JSON.stringify(excluded), limit: want })).map((c) => c.id));
     }
     return ids.map((id) => parse(take.get({ id, owner, now, until: now + leaseMs })!));
   });
@@ -114,7 +116,10 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
   const writeTx = raw.transaction((writes: StateWrite[]) =>
     writes.map((w) => (w.kind === "steps" ? steps.run(w) : finish.run(w)).changes > 0),
   );
-  const write = groupCommit<StateWrite, boolean>((writes) => run(() => writeTx.immediate(writes)), MAX_WRITE_BATCH);
+  const write = groupCommit<StateWrite, boolean>(
+    (writes) => run(() => (writes.some((w) => w.kind === "finish") ? writeTx.immediate(writes) : unsynced(() => writeTx.immediate(writes)))),
+    MAX_WRITE_BATCH,
+  );
   const release = raw.prepare<{ owner: string; id: string; now: number }>(
     `update runs set status = 'queued', lease_owner = null, lease_expire_time = null, attempt = max(attempt - 1, 0),
        start_time = null, update_time = @now
@@ -135,8 +140,26 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
     return true;
   });
 
+  // Claims and step records are the queue's own bookkeeping, not a promise
+  // to anyone: they commit without syncing the disk (WAL frames that a crash
+  // of a process keeps and a power loss may not). A power loss also stops
+  // every worker on this host, and a claim or step record it undoes means a
+  // run executed again, at least once as ever. Finishes, cancellations and
+  // queued runs (promised to an API caller) sync as configured, and each
+  // synced commit makes every earlier one durable with it.
+  const synchronous = raw.pragma("synchronous", { simple: true }) as number;
+  function unsynced<T>(commit: () => T): T {
+    raw.pragma("synchronous = NORMAL");
+    try {
+      return commit();
+    } finally {
+      raw.pragma(`synchronous = ${synchronous}`);
+    }
+  }
+
   return {
-    claim: (owner, limit, leaseMs, maxAttempts, now, executing) => run(() => claimTx.immediate(owner, limit, leaseMs, maxAttempts, now, executing)),
+    claim: (owner, limit, leaseMs, maxAttempts, now, executing) =>
+      run(() => unsynced(() => claimTx.immediate(owner, limit, leaseMs, maxAttempts, now, executing))),
     heartbeat: (owner, ids, leaseMs, now) => run(() => new Set(heartbeatTx(owner, ids, now + leaseMs, now))),
     // Serialized now: the caller may go on changing its array.
     recordSteps: (owner, id, s, now) => write({ kind: "steps", owner, id, steps: JSON.stringify(s), now }),
@@ -181,8 +204,8 @@ export function prepareRunInsert(raw: Database.Database): { run(r: RunInsert): v
   };
 }
 
-// How many runs of a tenant wait to be claimed: a range of the runs_queue
-// index (status, tenant_id, id), the tenant's queued runs only.
+// How many runs of a tenant wait to be claimed: a range of the runs_queued
+// index (tenant_id, id where queued), the tenant's queued runs only.
 export function prepareQueuedCount(raw: Database.Database): Database.Statement<[string], number> {
   return raw.prepare<[string], number>(`select count(*) from runs where status = 'queued' and tenant_id = ?`).pluck(true);
 }
