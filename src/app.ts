@@ -149,7 +149,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
         sandbox,
         stepBudgetMs: options.expressions?.stepBudgetMs ?? DEFAULT_STEP_BUDGET_MS,
       });
-    worker = new Worker({ queue: options.store.queue, executor, log, concurrency, leaseMs, maxAttempts });
+    worker = new Worker({ queue: options.store.queue, signals: options.store.signals, executor, log, concurrency, leaseMs, maxAttempts });
     if (options.runtime.scheduler)
       scheduler = new Scheduler({
         store: options.store.schedules,

@@ -5,6 +5,7 @@
 // event replay, and run listing filters.
 import Database from "better-sqlite3";
 import { Cron } from "croner";
+import { hostname } from "node:os";
 import { join } from "node:path";
 import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { newId } from "../src/lib/ids.js";
@@ -12,6 +13,7 @@ import { createLogger } from "../src/log.js";
 import type { ExecutionResult, Executor } from "../src/runtime/executor.js";
 import { Scheduler } from "../src/runtime/scheduler.js";
 import { Worker } from "../src/runtime/worker.js";
+import { SignalHub } from "../src/store/signal-hub.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { bearer, connectCall, startServer, type TestServer, type TestServerOptions } from "./support/server.js";
 
@@ -136,6 +138,9 @@ describe("runs", () => {
       const steps = run.steps as Json[];
       expect(steps).toHaveLength(1);
       expect(steps[0]).toMatchObject({ kind: "STEP_KIND_TOOL_CALL", tool: "noop", arguments: { run_id: id }, result: { ok: true } });
+      // Which attempt, on which worker of which host and process.
+      expect(steps[0]).toMatchObject({ attempt: 1, worker: t.server.app.worker!.owner });
+      expect(t.server.app.worker!.owner).toMatch(new RegExp(`^worker-${hostname().replace(/[.]/g, "\\.")}-${process.pid}-[0-9a-f]{8}$`));
       const start = Date.parse(run.startTime as string);
       const end = Date.parse(run.endTime as string);
       expect(Number.isFinite(start) && Number.isFinite(end)).toBe(true);
@@ -175,7 +180,7 @@ describe("runs", () => {
       t.server.app.worker!.wake();
       const run = await t.waitForStatus(id, "RUN_STATUS_SUCCEEDED", 2000);
       expect(run).toMatchObject({ attempt: 2, output: { ok: true } });
-      expect(run.steps as Json[]).toHaveLength(1);
+      expect(run.steps as Json[]).toEqual([expect.objectContaining({ tool: "noop", attempt: 2, worker: t.server.app.worker!.owner })]);
       // The dead worker's lease is gone: it can neither extend nor finish.
       expect(await queue.heartbeat("dead", [id], 1000, Date.now())).toEqual(new Set());
       expect(await queue.finish("dead", id, { status: "failed", steps: [], error: "late" }, Date.now())).toBe(false);
@@ -228,6 +233,104 @@ describe("runs", () => {
       expect(peak).toBe(2);
       expect(new Set(started)).toEqual(new Set(ids));
       expect(started).toHaveLength(6);
+    });
+  });
+
+  describe("an agent's max_concurrent_runs", () => {
+    const running = new Map<string, () => void>();
+    let peak = 0;
+    const executor: Executor = {
+      async execute(run) {
+        const gate = deferred();
+        running.set(run.id, gate.resolve);
+        peak = Math.max(peak, running.size);
+        await gate.promise;
+        running.delete(run.id);
+        return { status: "succeeded", output: null };
+      },
+    };
+    const t = suite({ runtime: { executor, concurrency: 4 } });
+
+    it("runs one at a time with max_concurrent_runs 1 while workers have room; the others wait queued", async () => {
+      const created = await t.call("CreateAgent", { agent: { name: "serial", maxConcurrentRuns: 1 } });
+      expect(created.status).toBe(200);
+      expect(created.body.agent).toMatchObject({ maxConcurrentRuns: 1 });
+      const agentId = (created.body.agent as Json).id as string;
+      const first = await t.runAgent(agentId, { n: 1 });
+      const second = await t.runAgent(agentId, { n: 2 });
+      await until("the first run to start", () => running.has(first), Boolean);
+      // Well past a wake-up: the second stays queued, not failed.
+      await new Promise((r) => setTimeout(r, 300));
+      expect([...running.keys()]).toEqual([first]);
+      expect(await t.getRun(second)).toMatchObject({ status: "RUN_STATUS_QUEUED" });
+      expect(attemptOf(await t.getRun(second))).toBe(0);
+      running.get(first)!();
+      await until("the second run to start", () => running.has(second), Boolean, 2000);
+      running.get(second)!();
+      await t.waitForStatus(second, "RUN_STATUS_SUCCEEDED");
+      expect(peak).toBe(1);
+    });
+
+    it("is changed and lifted through the update mask, and checked", async () => {
+      const agentId = await t.createAgent("capped");
+      expect((await t.call("GetAgent", { id: agentId })).body.agent).not.toHaveProperty("maxConcurrentRuns");
+      const set = await t.call("UpdateAgent", { agent: { id: agentId, maxConcurrentRuns: 3 }, updateMask: "maxConcurrentRuns" });
+      expect(set.status).toBe(200);
+      expect(set.body.agent).toMatchObject({ maxConcurrentRuns: 3 });
+      const lifted = await t.call("UpdateAgent", { agent: { id: agentId, maxConcurrentRuns: 0 }, updateMask: "maxConcurrentRuns" });
+      expect(lifted.status).toBe(200);
+      expect(lifted.body.agent).not.toHaveProperty("maxConcurrentRuns");
+      for (const bad of [-1, 1001]) {
+        const res = await t.call("CreateAgent", { agent: { name: "bad", maxConcurrentRuns: bad } });
+        expect(res.status).toBe(400);
+        expect(res.body).toMatchObject({
+          code: "invalid_argument",
+          message: expect.stringContaining("agent.max_concurrent_runs: must be between 0 (no limit) and 1000"),
+        });
+      }
+    });
+  });
+
+  describe("wake-ups through the store's signals", () => {
+    const started = new Set<string>();
+    const aborts = new Map<string, string>();
+    const executor: Executor = {
+      execute: (run, ctx) =>
+        new Promise<ExecutionResult>((resolve) => {
+          started.add(run.id);
+          if ((run.input as Json | null)?.hold !== true) return resolve({ status: "succeeded", output: null });
+          ctx.signal.addEventListener("abort", () => {
+            aborts.set(run.id, (ctx.signal.reason as Error).message);
+            resolve({ status: "failed", error: "aborted" });
+          });
+        }),
+    };
+    // No worker in the server: the one below hears only the signals.
+    const t = suite();
+    const signals = new SignalHub();
+    let worker: Worker;
+    beforeAll(() => {
+      worker = new Worker({ queue: t.server.store.queue, signals, executor, log: silent, concurrency: 2, leaseMs: 30_000, maxAttempts: 3, idlePollMs: 60_000 });
+      worker.start();
+    });
+    afterAll(() => worker.stop(100));
+
+    it("claims runs another process queued when the store signals them, and aborts a run cancelled elsewhere", async () => {
+      const agentId = await t.createAgent("elsewhere");
+      await until("the worker to be idle", () => worker.active, (n) => n === 0);
+      await new Promise((r) => setTimeout(r, 100));
+      const id = await t.runAgent(agentId);
+      await new Promise((r) => setTimeout(r, 200));
+      expect(started.has(id)).toBe(false);
+      signals.runsQueued();
+      await t.waitForStatus(id, "RUN_STATUS_SUCCEEDED", 1000);
+
+      const held = await t.runAgent(agentId, { hold: true });
+      signals.runsQueued();
+      await until("the held run to start", () => started.has(held), Boolean, 1000);
+      signals.runCancelled(held);
+      await until("the abort", () => aborts.get(held), Boolean, 1000);
+      expect(aborts.get(held)).toBe("run cancelled");
     });
   });
 

@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
+import { hostname } from "node:os";
 import type { Logger } from "pino";
 import type { RunStepRecord } from "../store/rows.js";
-import type { RunQueue } from "../store/store.js";
+import type { RunQueue, StoreSignals } from "../store/store.js";
 import type { ExecutionResult, Executor } from "./executor.js";
 
 export interface WorkerOptions {
@@ -12,8 +13,11 @@ export interface WorkerOptions {
   concurrency: number;
   leaseMs: number;
   maxAttempts: number;
-  // Upper bound on sleeping with nothing to do, for runs queued by another
-  // process (the CLI, another replica). In-process queueing calls wake().
+  // What other processes and replicas did: runs they queued or released wake
+  // this worker, a run they cancelled is aborted here.
+  signals?: StoreSignals;
+  // Upper bound on sleeping with nothing to do: a safety net for a missed
+  // signal. In-process queueing calls wake().
   idlePollMs?: number;
   now?: () => number;
 }
@@ -31,8 +35,11 @@ const abortableSleep = (ms: number, signal: AbortSignal) =>
 // leases alive, and records the outcome. A worker that dies leaves leases
 // that expire, and the runs are claimed again (at-least-once).
 export class Worker {
-  readonly owner = `worker-${randomUUID()}`;
-  readonly #o: Required<WorkerOptions>;
+  // Names the host and process, so that step records and lease owners tell
+  // replicas apart.
+  readonly owner = `worker-${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+  readonly #o: Required<Omit<WorkerOptions, "signals">> & Pick<WorkerOptions, "signals">;
+  #unsubscribe: (() => void)[] = [];
   readonly #active = new Map<string, { controller: AbortController; done: Promise<void> }>();
   #timer?: NodeJS.Timeout;
   #heartbeat?: NodeJS.Timeout;
@@ -46,6 +53,8 @@ export class Worker {
 
   start(): void {
     this.#stopped = false;
+    const { signals } = this.#o;
+    if (signals) this.#unsubscribe = [signals.onRunsQueued(() => this.wake()), signals.onRunCancelled((id) => this.cancel(id))];
     this.#heartbeat = setInterval(() => void this.#beat(), Math.max(50, this.#o.leaseMs / 3));
     this.wake();
   }
@@ -56,7 +65,10 @@ export class Worker {
       this.#again = true;
       return;
     }
-    void this.#pump();
+    // The wake-ups of one event-loop turn (each run of a batch of finishes
+    // that committed together frees a slot) make one claim, not one each.
+    this.#pumping = true;
+    setImmediate(() => void this.#pump());
   }
 
   // Aborts a run executing here (it was cancelled through the API).
@@ -73,6 +85,7 @@ export class Worker {
   async stop(graceMs = 10_000): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#timer);
+    for (const unsubscribe of this.#unsubscribe.splice(0)) unsubscribe();
     const all = () => Promise.all([...this.#active.values()].map((a) => a.done));
     await Promise.race([all(), new Promise((r) => setTimeout(r, graceMs).unref())]);
     const left = [...this.#active.keys()];
@@ -129,13 +142,14 @@ export class Worker {
 
   async #execute(run: Parameters<Executor["execute"]>[0], controller: AbortController): Promise<void> {
     const { queue, executor, log, now } = this.#o;
-    const steps: RunStepRecord[] = [];
+    // The steps of earlier attempts stay: each record says its attempt and worker.
+    const steps: RunStepRecord[] = [...run.steps];
     let result: ExecutionResult;
     try {
       result = await executor.execute(run, {
         signal: controller.signal,
         recordStep: async (step) => {
-          steps.push(step);
+          steps.push({ ...step, attempt: run.attempt, worker: this.owner });
           // Progress for GetRun; the outcome below writes every step again,
           // so a store hiccup here must not fail the run.
           await queue.recordSteps(this.owner, run.id, steps, now()).catch((err: unknown) => log.warn({ err, run: run.id }, "recording a run step failed"));

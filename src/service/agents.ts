@@ -18,8 +18,10 @@ const DEFAULT_MAX_STEPS = 16;
 const MAX_MAX_STEPS = 256;
 const DEFAULT_TIMEOUT_MS = 120_000;
 const MAX_TIMEOUT_MS = 3_600_000;
+const MAX_MAX_CONCURRENT_RUNS = 1000;
 const UPDATABLE = [
   "name", "description", "instructions", "skill_ids", "allowed_tools", "steps", "model", "max_steps", "timeout", "enabled",
+  "max_concurrent_runs",
 ] as const;
 
 export const agentSecretContext = (id: string) => `agent:${id}:model.api_key`;
@@ -38,6 +40,7 @@ export function agentMessage(row: AgentRow): Agent {
     maxSteps: row.maxSteps,
     timeout: durationFromMs(row.timeoutMs),
     enabled: row.enabled,
+    maxConcurrentRuns: row.maxConcurrentRuns ?? undefined,
     ...times(row),
   });
 }
@@ -86,6 +89,9 @@ export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonM
       throw invalidArgument("agent.max_steps", `must be between 1 and ${MAX_MAX_STEPS}`);
     const timeoutMs = agent.timeout ? durationMs(agent.timeout) : DEFAULT_TIMEOUT_MS;
     if (timeoutMs <= 0 || timeoutMs > MAX_TIMEOUT_MS) throw invalidArgument("agent.timeout", "must be between 1 ms and 1 h");
+    const maxConcurrentRuns = agent.maxConcurrentRuns ?? 0;
+    if (maxConcurrentRuns < 0 || maxConcurrentRuns > MAX_MAX_CONCURRENT_RUNS)
+      throw invalidArgument("agent.max_concurrent_runs", `must be between 0 (no limit) and ${MAX_MAX_CONCURRENT_RUNS}`);
     return {
       name: requireText("agent.name", agent.name, MAX_LENGTH.name),
       description: optionalText("agent.description", agent.description, MAX_LENGTH.description),
@@ -100,6 +106,8 @@ export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonM
       maxSteps: agent.maxSteps || DEFAULT_MAX_STEPS,
       timeoutMs,
       enabled: agent.enabled ?? true,
+      // Stored as null for "no limit", which the queue does not look up.
+      maxConcurrentRuns: maxConcurrentRuns || null,
     };
   }
 

@@ -37,6 +37,8 @@ export function runMessage(row: RunRow): Run {
       error: s.error,
       startTime: time(s.startTime),
       endTime: time(s.endTime),
+      attempt: s.attempt ?? 0,
+      worker: s.worker ?? "",
     })),
     output: value(row.output),
     error: row.error,

@@ -28,4 +28,9 @@ export interface RunStepRecord {
   error: string;
   startTime: number;
   endTime?: number;
+  // The run's attempt that made the call, and the worker (its owner id, which
+  // names the host and process) that ran it; absent in records made before
+  // workers recorded them.
+  attempt?: number;
+  worker?: string;
 }

@@ -1,5 +1,7 @@
 import type Database from "better-sqlite3";
 import type { RunRow } from "../rows.js";
+import { fairPick, pickSync, WORKER_LOST_ERROR, type QueuedCandidate, type RunningCount } from "../claim.js";
+import { groupCommit } from "../group-commit.js";
 import { run } from "./errors.js";
 import type { RunOutcome, RunQueue } from "../store.js";
 
@@ -21,25 +23,66 @@ const parse = (r: RawRun): RunRow => ({
   output: r.output === null ? null : (JSON.parse(r.output) as unknown),
 });
 
-// The run queue on SQLite. SQLite has one writer at a time, so each claim
-// transaction sees and takes runs alone; a PostgreSQL queue would use
-// `FOR UPDATE SKIP LOCKED` for the same guarantee across replicas.
+// Writes of run state grouped into one commit (see ../group-commit.ts).
+const MAX_WRITE_BATCH = 256;
+
+type StateWrite =
+  | { kind: "steps"; owner: string; id: string; steps: string; now: number }
+  | { kind: "finish"; owner: string; id: string; status: string; steps: string; output: string | null; error: string; now: number };
+
+// The run queue on SQLite. SQLite has one writer at a time: each claim is an
+// immediate transaction that sees and takes runs alone, across processes on
+// the file too, so the counts behind fairness and max_concurrent_runs hold
+// without further locking. What a claim picks: ../claim.ts.
 export function createSqliteRunQueue(raw: Database.Database): RunQueue {
   const exhaust = raw.prepare(
-    `update runs set status = 'failed', error = 'worker_lost: the lease expired on the last attempt; the run''s worker stopped or stalled before finishing each attempt', end_time = @now,
+    `update runs set status = 'failed', error = @error, end_time = @now,
        lease_owner = null, lease_expire_time = null, update_time = @now
      where status = 'running' and lease_expire_time <= @now and attempt >= @maxAttempts`,
   );
   // An expired lease of a run this owner still executes means its heartbeat
   // fell behind: not claimable by the same owner. Any other expired run of
-  // its own (its outcome was never recorded) is, like a dead worker's.
-  const candidates = raw.prepare<{ now: number; limit: number; owner: string; executing: string }, { id: string }>(
-    `select id from (
-       select id from runs where status = 'queued'
-       union all
-       select id from runs where status = 'running' and lease_expire_time <= @now
+  // its own (its outcome was never recorded) is, like a dead worker's. They
+  // go first: they started long ago, and taking one over changes no count of
+  // running runs.
+  const expired = raw
+    .prepare<{ now: number; limit: number; owner: string; executing: string }, string>(
+      `select id from runs where status = 'running' and lease_expire_time <= @now
          and (lease_owner is not @owner or id not in (select value from json_each(@executing)))
-     ) order by id limit @limit`,
+       order by id limit @limit`,
+    )
+    .pluck(true);
+  const running = raw.prepare<[], RunningCount>(
+    `select r.tenant_id as tenantId, r.agent_id as agentId, case when a.max_concurrent_runs > 0 then a.max_concurrent_runs end as cap,
+       count(*) as n
+     from runs r left join agents a on a.id = r.agent_id
+     where r.status = 'running' group by r.tenant_id, r.agent_id`,
+  );
+  // Every tenant's `limit` oldest queued runs (of agents not excluded), in
+  // one statement: the tenants with queued runs are walked one index seek
+  // each (a loose index scan), and each tenant's runs are an index range up
+  // to its limit-th run, so the backlog is never read. The runs_queued index
+  // is named: without statistics SQLite prefers runs_leases for
+  // "status = ?" and would sort every queued run per tenant; the cross join
+  // keeps the tenants outside.
+  const candidates = raw.prepare<{ excluded: string; limit: number }, QueuedCandidate>(
+    `with recursive t(tenant_id) as (
+       select (select tenant_id from runs indexed by runs_queued where status = 'queued' order by tenant_id limit 1)
+       union all
+       select (select r.tenant_id from runs r indexed by runs_queued where r.status = 'queued' and r.tenant_id > t.tenant_id
+               order by r.tenant_id limit 1)
+       from t where t.tenant_id is not null
+     )
+     select r.id, r.tenant_id as tenantId, r.agent_id as agentId, case when a.max_concurrent_runs > 0 then a.max_concurrent_runs end as cap
+     from t cross join runs r indexed by runs_queued on r.status = 'queued' and r.tenant_id = t.tenant_id
+       and r.id <= coalesce(
+         (select x.id from runs x indexed by runs_queued
+          where x.status = 'queued' and x.tenant_id = t.tenant_id and x.agent_id not in (select value from json_each(@excluded))
+          order by x.id limit 1 offset @limit - 1),
+         char(1114111)) -- fewer queued: all of them (U+10FFFF sorts after every id)
+       and r.agent_id not in (select value from json_each(@excluded))
+     left join agents a on a.id = r.agent_id
+     where t.tenant_id is not null`,
   );
   const take = raw.prepare<{ id: string; owner: string; now: number; until: number }, RawRun>(
     `update runs set status = 'running', lease_owner = @owner, lease_expire_time = @until, attempt = attempt + 1,
@@ -47,8 +90,14 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
      where id = @id returning ${SELECT}`,
   );
   const claimTx = raw.transaction((owner: string, limit: number, leaseMs: number, maxAttempts: number, now: number, executing: string[]) => {
-    exhaust.run({ now, maxAttempts });
-    return candidates.all({ now, limit, owner, executing: JSON.stringify(executing) }).map(({ id }) => parse(take.get({ id, owner, now, until: now + leaseMs })!));
+    exhaust.run({ now, maxAttempts, error: WORKER_LOST_ERROR });
+    const ids = expired.all({ now, limit, owner, executing: JSON.stringify(executing) });
+    if (ids.length < limit) {
+      const want = limit - ids.length;
+      const pick = fairPick(running.all(), want, want);
+      ids.push(...pickSync(pick, (excluded) => candidates.all({ excluded: JSON.stringify(excluded), limit: want })).map((c) => c.id));
+    }
+    return ids.map((id) => parse(take.get({ id, owner, now, until: now + leaseMs })!));
   });
   const extend = raw.prepare<{ owner: string; id: string; until: number; now: number }>(
     `update runs set lease_expire_time = @until, update_time = @now where id = @id and lease_owner = @owner and status = 'running'`,
@@ -56,13 +105,20 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
   const heartbeatTx = raw.transaction((owner: string, ids: string[], until: number, now: number) =>
     ids.filter((id) => extend.run({ owner, id, until, now }).changes > 0),
   );
-  const steps = raw.prepare<{ owner: string; id: string; steps: string; now: number }>(
+  const steps = raw.prepare<StateWrite & { kind: "steps" }>(
     `update runs set steps = @steps, update_time = @now where id = @id and lease_owner = @owner and status = 'running'`,
   );
-  const finish = raw.prepare<{ owner: string; id: string; status: string; steps: string; output: string | null; error: string; now: number }>(
+  const finish = raw.prepare<StateWrite & { kind: "finish" }>(
     `update runs set status = @status, steps = @steps, output = @output, error = @error, end_time = @now,
        lease_owner = null, lease_expire_time = null, update_time = @now
      where id = @id and lease_owner = @owner and status = 'running'`,
+  );
+  const writeTx = raw.transaction((writes: StateWrite[]) =>
+    writes.map((w) => (w.kind === "steps" ? steps.run(w) : finish.run(w)).changes > 0),
+  );
+  const write = groupCommit<StateWrite, boolean>(
+    (writes) => run(() => (writes.some((w) => w.kind === "finish") ? writeTx.immediate(writes) : unsynced(() => writeTx.immediate(writes)))),
+    MAX_WRITE_BATCH,
   );
   const release = raw.prepare<{ owner: string; id: string; now: number }>(
     `update runs set status = 'queued', lease_owner = null, lease_expire_time = null, attempt = max(attempt - 1, 0),
@@ -84,23 +140,40 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
     return true;
   });
 
+  // Claims and step records are the queue's own bookkeeping, not a promise
+  // to anyone: they commit without syncing the disk (WAL frames that a crash
+  // of a process keeps and a power loss may not). A power loss also stops
+  // every worker on this host, and a claim or step record it undoes means a
+  // run executed again, at least once as ever. Finishes, cancellations and
+  // queued runs (promised to an API caller) sync as configured, and each
+  // synced commit makes every earlier one durable with it.
+  const synchronous = raw.pragma("synchronous", { simple: true }) as number;
+  function unsynced<T>(commit: () => T): T {
+    raw.pragma("synchronous = NORMAL");
+    try {
+      return commit();
+    } finally {
+      raw.pragma(`synchronous = ${synchronous}`);
+    }
+  }
+
   return {
-    claim: (owner, limit, leaseMs, maxAttempts, now, executing) => run(() => claimTx(owner, limit, leaseMs, maxAttempts, now, executing)),
+    claim: (owner, limit, leaseMs, maxAttempts, now, executing) =>
+      run(() => unsynced(() => claimTx.immediate(owner, limit, leaseMs, maxAttempts, now, executing))),
     heartbeat: (owner, ids, leaseMs, now) => run(() => new Set(heartbeatTx(owner, ids, now + leaseMs, now))),
-    recordSteps: (owner, id, s, now) => run(() => steps.run({ owner, id, steps: JSON.stringify(s), now }).changes > 0),
+    // Serialized now: the caller may go on changing its array.
+    recordSteps: (owner, id, s, now) => write({ kind: "steps", owner, id, steps: JSON.stringify(s), now }),
     finish: (owner, id, o: RunOutcome, now) =>
-      run(
-        () =>
-          finish.run({
-            owner,
-            id,
-            status: o.status,
-            steps: JSON.stringify(o.steps),
-            output: o.output === undefined ? null : JSON.stringify(o.output),
-            error: o.error,
-            now,
-          }).changes > 0,
-      ),
+      write({
+        kind: "finish",
+        owner,
+        id,
+        status: o.status,
+        steps: JSON.stringify(o.steps),
+        output: o.output === undefined ? null : JSON.stringify(o.output),
+        error: o.error,
+        now,
+      }),
     release: (owner, ids, now) => run(() => releaseTx(owner, ids, now)),
     cancel: (tenantId, id, now) =>
       run(() => {
@@ -131,9 +204,8 @@ export function prepareRunInsert(raw: Database.Database): { run(r: RunInsert): v
   };
 }
 
-// How many runs of a tenant wait to be claimed. Served by the runs_queue
-// index (status, id): it reads every queued run, of every tenant, bounded by
-// the quotas; an index on (tenant_id, status) would read only the tenant's.
+// How many runs of a tenant wait to be claimed: a range of the runs_queued
+// index (tenant_id, id where queued), the tenant's queued runs only.
 export function prepareQueuedCount(raw: Database.Database): Database.Statement<[string], number> {
   return raw.prepare<[string], number>(`select count(*) from runs where status = 'queued' and tenant_id = ?`).pluck(true);
 }

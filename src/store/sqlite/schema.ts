@@ -163,10 +163,13 @@ export const runs = sqliteTable(
   (t) => [
     index("runs_tenant").on(t.tenantId, t.id),
     index("runs_event").on(t.eventId),
-    // The queue: queued runs oldest first, and running runs by lease expiry.
-    index("runs_queue").on(t.status, t.id),
-    // A tenant's queued runs, counted against its quota.
-    index("runs_tenant_status").on(t.tenantId, t.status),
+    // The queue: each tenant's queued runs oldest first (the fair claim seeks
+    // from tenant to tenant), and a tenant's queued runs counted against its
+    // quota. Partial: it holds the backlog only, so a claim never steps over
+    // runs that ended, and no planner prefers another index that would.
+    index("runs_queued").on(t.tenantId, t.id).where(sql`status = 'queued'`),
+    // Running runs: expired leases, the next expiry, the claim's counts of
+    // running runs per tenant and agent.
     index("runs_leases").on(t.status, t.leaseExpireTime),
     // Retention deletes ended runs by end time.
     index("runs_end_time").on(t.endTime),
