@@ -116,6 +116,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   const warned = new Map<string, number>();
   let worker: Worker | undefined;
   let scheduler: Scheduler | undefined;
+  const unsubscribe: (() => void)[] = [];
   const platform = createPlatform({
     ...options,
     skills,
@@ -147,9 +148,14 @@ export async function buildApp(options: AppOptions): Promise<App> {
         stepBudgetMs: options.expressions?.stepBudgetMs ?? DEFAULT_STEP_BUDGET_MS,
       });
     worker = new Worker({ queue: options.store.queue, executor, log, concurrency, leaseMs, maxAttempts });
+    // Runs queued or cancelled by another process or replica, as the store
+    // signals them (this process's own also reach the worker directly).
+    const w = worker;
+    unsubscribe.push(options.store.signals.onRunsQueued(() => w.wake()), options.store.signals.onRunCancelled((id) => w.cancel(id)));
     if (options.runtime.scheduler)
       scheduler = new Scheduler({
         store: options.store.schedules,
+        signals: options.store.signals,
         log,
         onRunsQueued: () => worker?.wake(),
         maxQueuedRuns: (options.quotas ?? DEFAULT_QUOTAS).queuedRuns,
@@ -180,6 +186,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
       scheduler?.start();
     },
     async stop(graceMs) {
+      for (const u of unsubscribe) u();
       scheduler?.stop();
       await server.close();
       await worker?.stop(graceMs);
