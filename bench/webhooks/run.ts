@@ -1,4 +1,6 @@
-// Webhook ingestion throughput: POST /webhooks/events against two baselines.
+// Webhook ingestion throughput: POST /webhooks/events against two baselines,
+// and (`run.js triggers`) against the number of webhook triggers in the
+// tenant.
 //
 // Four servers run side by side in this process:
 //   (a) a bare Fastify 5 route that parses the JSON body and answers 202;
@@ -12,8 +14,15 @@
 // throughput ratios are reported against the targets "agentplane >= 60% of
 // (a)" and "agentplane above (b)". Afterwards the agentplane databases are
 // checked: one stored event per accepted request, one queued run per event.
-// It reports; it does not fail on a missed target, only on a request that was
-// not answered 202 or on a failed database check.
+//
+// `triggers` mode: agentplane alone, once per tenant size of TRIGGER_COUNTS
+// webhook triggers on the source, of which only `order.*` matches the event
+// (the others: exact types, `*` and `**` patterns that do not); each size's
+// throughput is reported as a ratio to the one-trigger run.
+//
+// Every agentplane request carries a new Idempotency-Key, as real senders'
+// do. The bench reports; it does not fail on a missed target, only on a
+// request that was not answered 202 or on a failed database check.
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import type { Server } from "node:http";
@@ -31,6 +40,7 @@ import {
   CreateWebhookSourceRequestSchema,
 } from "../../gen/platform/v1/platform_service_pb.js";
 import { buildApp, type App } from "../../src/app.js";
+import { newId } from "../../src/lib/ids.js";
 import { DEFAULT_QUOTAS } from "../../src/service/limits.js";
 import type { Authenticator, Principal } from "../../src/integrations/identity/index.js";
 import { SecretBox } from "../../src/lib/secret-box.js";
@@ -38,7 +48,16 @@ import { createLogger } from "../../src/log.js";
 import { createSqliteStore } from "../../src/store/sqlite/store.js";
 import type { GroupCommitOptions } from "../../src/store/sqlite/ingest.js";
 import type { Store } from "../../src/store/store.js";
-import { describeLoad, loadSettingsFromEnv, perSec, printLoadTable, runLoad, summarize, type LoadOptions } from "../lib/load.js";
+import {
+  describeLoad,
+  loadSettingsFromEnv,
+  perSec,
+  printLoadTable,
+  runLoad,
+  summarize,
+  type LoadOptions,
+  type LoadSummary,
+} from "../lib/load.js";
 import { describeHost, runBench } from "../lib/run.js";
 
 const TENANT = "bench";
@@ -52,6 +71,12 @@ const NON_MATCHING_TRIGGERS = 9;
 const WARMUP_SECONDS = 3;
 const TARGET_VS_BARE = 0.6;
 const TARGET_VS_SQLITE = 1.0;
+// Triggers mode: webhook triggers in the tenant (one matching), and the share
+// of the one-trigger rate the largest must keep.
+const TRIGGER_COUNTS = [1, 100, 1_000, 10_000];
+const TARGET_VS_ONE_TRIGGER = 0.8;
+// autocannon puts a new id in place of this in every request.
+const NEW_ID = "[<id>]";
 // Each store target keeps the one event its preflight posted.
 const PREFLIGHT_ROWS = 1;
 
@@ -204,8 +229,9 @@ interface AgentplaneTarget extends Target {
 
 // agentplane as production runs it (every surface, SQLite store with
 // synchronous=FULL, silent logger), without a runtime: runs are queued, not
-// executed. The webhook rate limit is set out of the way.
-async function startAgentplane(name: string, groupCommit: GroupCommitOptions | undefined): Promise<AgentplaneTarget> {
+// executed. The webhook rate limit is set out of the way. `triggers`: the
+// tenant's webhook triggers, when not the default ten made through the service.
+async function startAgentplane(name: string, groupCommit: GroupCommitOptions | undefined, triggers?: number): Promise<AgentplaneTarget> {
   const dir = tempDir();
   const dbPath = join(dir, "agentplane.db");
   let store: Store | undefined;
@@ -221,10 +247,13 @@ async function startAgentplane(name: string, groupCommit: GroupCommitOptions | u
       logger: createLogger("silent"),
       webhook: { maxBytes: 1024 * 1024, ratePerSecond: 1e9, burst: 1e9 },
       // No runtime drains the queue here, so the queued-runs quota is out of the way too.
-      quotas: { ...DEFAULT_QUOTAS, queuedRuns: Number.MAX_SAFE_INTEGER },
+      quotas: { ...DEFAULT_QUOTAS, queuedRuns: Number.MAX_SAFE_INTEGER, triggers: Number.MAX_SAFE_INTEGER },
     });
     const url = await listen(app.server);
-    const { token, matchingTriggerId } = await seed(app);
+    // As `serve` does: the expression sandbox's processes start ahead of the
+    // first filter that needs one.
+    app.start();
+    const { token, matchingTriggerId } = await seed(app, triggers === undefined ? undefined : { dbPath, nonMatching: triggers - 1 });
     const opened = { app, store };
     // Opened for the check after the load, so no reader is attached while
     // the bench measures.
@@ -236,20 +265,20 @@ async function startAgentplane(name: string, groupCommit: GroupCommitOptions | u
     return {
       name,
       url: url + WEBHOOK_PATH,
-      headers: { ...JSON_HEADERS, "x-webhook-token": token },
+      headers: { ...JSON_HEADERS, "x-webhook-token": token, "idempotency-key": NEW_ID },
       ...requestCounter(app.server.server, WEBHOOK_PATH),
       stored,
       dbPath,
       matchingTriggerId,
       async close() {
         reader?.close();
-        await opened.app.server.close();
+        await opened.app.stop(0);
         await opened.store.close();
         removeDir(dir);
       },
     };
   } catch (err) {
-    await app?.server.close().catch(() => undefined);
+    await app?.stop(0).catch(() => undefined);
     await store?.close().catch(() => undefined);
     removeDir(dir);
     throw err;
@@ -259,8 +288,10 @@ async function startAgentplane(name: string, groupCommit: GroupCommitOptions | u
 // Tenant "bench", one agent, one webhook source (its real whk_ token), and
 // ten webhook triggers on that source of which only "order.*" (with a filter
 // the event passes) matches the posted event; all through the service with
-// operator authority.
-async function seed(app: App): Promise<{ token: string; matchingTriggerId: string }> {
+// operator authority. With `direct`, the non-matching triggers are instead
+// `direct.nonMatching` rows written in one transaction by a second connection
+// (one commit each through the service would take minutes at 10,000).
+async function seed(app: App, direct?: { dbPath: string; nonMatching: number }): Promise<{ token: string; matchingTriggerId: string }> {
   const op = app.platform;
   await op.invokeAsOperator("createTenant", create(CreateTenantRequestSchema, { tenant: { slug: TENANT, displayName: "Benchmark tenant" } }));
   const agent = create(AgentSchema, {
@@ -286,17 +317,40 @@ async function seed(app: App): Promise<{ token: string; matchingTriggerId: strin
       create(CreateTriggerRequestSchema, { trigger: { agentId, kind: { case: "webhook", value: { sourceId, eventTypePattern, filter } } } }),
       TENANT,
     );
-  for (let i = 1; i <= NON_MATCHING_TRIGGERS; i++) await trigger(`other.type.${i}`);
+  if (direct) insertNonMatching(direct.dbPath, agentId, sourceId, direct.nonMatching);
+  else for (let i = 1; i <= NON_MATCHING_TRIGGERS; i++) await trigger(`other.type.${i}`);
   const matching = await trigger(MATCHING_PATTERN, MATCHING_FILTER);
   if (!matching.trigger?.id) throw new Error("createTrigger returned no id");
   return { token: source.token, matchingTriggerId: matching.trigger.id };
+}
+
+// Exact types, `*` patterns and `**` patterns in turn, none matching the
+// bench's event type, with the matching trigger's filter.
+function insertNonMatching(dbPath: string, agentId: string, sourceId: string, count: number): void {
+  const db = new Database(dbPath);
+  try {
+    const insert = db.prepare(
+      `insert into triggers (id, tenant_id, agent_id, enabled, kind, source_id, event_type_pattern, filter, create_time, update_time)
+       select ?, tenant_id, id, 1, 'webhook', ?, ?, ?, ?, ? from agents where id = ?`,
+    );
+    const now = Date.now();
+    db.transaction(() => {
+      for (let i = 0; i < count; i++) {
+        const pattern = i % 3 === 0 ? `other.type.${i}` : i % 3 === 1 ? `order.*.x${i}` : `x${i}.*.**`;
+        insert.run(newId("trg"), sourceId, pattern, MATCHING_FILTER, now, now, agentId);
+      }
+    })();
+  } finally {
+    db.close();
+  }
 }
 
 // One request through fetch before any load: the route answers 202 to the
 // bench's body (agentplane: with one matched trigger), and agentplane really
 // checks the token.
 async function preflight(target: Target, body: string, agentplane: boolean): Promise<void> {
-  const res = await fetch(target.url, { method: "POST", headers: target.headers, body });
+  const headers = Object.fromEntries(Object.entries(target.headers).map(([k, v]) => [k, v.replace(NEW_ID, randomUUID())]));
+  const res = await fetch(target.url, { method: "POST", headers, body });
   const text = await res.text();
   if (res.status !== 202) throw new Error(`${target.name}: answered ${res.status}: ${text}`);
   if (!agentplane) return;
@@ -305,7 +359,7 @@ async function preflight(target: Target, body: string, agentplane: boolean): Pro
     throw new Error(`${target.name}: the event matched ${answer.matched_triggers} triggers, expected 1: ${text}`);
   const forged = await fetch(target.url, {
     method: "POST",
-    headers: { ...target.headers, "x-webhook-token": "whk_" + "A".repeat(43) },
+    headers: { ...headers, "x-webhook-token": "whk_" + "A".repeat(43) },
     body,
   });
   await forged.arrayBuffer();
@@ -315,7 +369,7 @@ async function preflight(target: Target, body: string, agentplane: boolean): Pro
 // Every answer must be a 202, so perSec counts accepted events: all 202 over
 // the run's measured wall time.
 function load(target: Target, seconds: number, opts: LoadOptions & { body: string }, label: string): Promise<Result> {
-  return runLoad({ name: target.name, label, url: target.url, headers: target.headers, seconds, ...opts, onlyStatus: "202" });
+  return runLoad({ name: target.name, label, url: target.url, headers: target.headers, seconds, ...opts, onlyStatus: "202", idReplacement: true });
 }
 
 // The file system holding the temporary databases, from /proc/self/mounts
@@ -411,95 +465,164 @@ function checkRuns(target: AgentplaneTarget): { line: string; problems: string[]
   }
 }
 
-async function main(): Promise<void> {
-  const { duration, connections, workers } = loadSettingsFromEnv();
-  const body = eventBody();
-  const loadOpts = { connections, workers, body };
+type Load = LoadOptions & { body: string };
 
+interface Measured {
+  summaries: Map<Target, LoadSummary>;
+  // Loads run and 202s counted per target, warm-up included (for the checks).
+  loads: Map<Target, number>;
+  answered: Map<Target, number>;
+}
+
+// A warm-up per target, then `duration` s runs in the targets' order and back
+// again: every target runs once in each half, and the mean position of each
+// target's two runs is the same, so a steady drift (thermal, noisy
+// neighbours, the databases growing) does not favour one.
+async function measure(targets: Target[], loadOpts: Load, duration: number): Promise<Measured> {
+  const loads = new Map<Target, number>(targets.map((t) => [t, 0]));
+  const answered = new Map<Target, number>(targets.map((t) => [t, 0]));
+  const record = (t: Target, r: Result) => {
+    loads.set(t, loads.get(t)! + 1);
+    answered.set(t, answered.get(t)! + r["2xx"]);
+  };
+
+  for (const t of targets) {
+    process.stdout.write(`warm-up ${t.name} ... `);
+    const r = await load(t, WARMUP_SECONDS, loadOpts, "warm-up");
+    record(t, r);
+    console.log(`${perSec(r).toFixed(0)} events/s`);
+  }
+
+  const results = new Map<Target, Result[]>(targets.map((t) => [t, []]));
+  const order = [...targets, ...[...targets].reverse()];
+  for (const [i, t] of order.entries()) {
+    process.stdout.write(`run ${i + 1}/${order.length} ${t.name} ... `);
+    const r = await load(t, duration, loadOpts, `run ${i + 1}`);
+    record(t, r);
+    results.get(t)!.push(r);
+    console.log(`${perSec(r).toFixed(0)} events/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms`);
+  }
+
+  const summaries = new Map(targets.map((t) => [t, summarize(t.name, results.get(t)!)]));
+  console.log("");
+  printLoadTable([...summaries.values()], { subject: "target", unit: "events/s" });
+  return { summaries, loads, answered };
+}
+
+// Rows of warm-up and runs; the preflight's row, stored before counting
+// began, is left out. Throws when a check failed.
+async function checkDatabases(stores: Target[], agentplanes: AgentplaneTarget[], measured: Measured, connections: number): Promise<void> {
+  console.log("\ndatabase check (warm-up and measured runs):");
+  const failures: string[] = [];
+  for (const t of stores) {
+    const [line, ...problems] = await checkStore(t, PREFLIGHT_ROWS, measured.answered.get(t)!, measured.loads.get(t)!, connections);
+    console.log(`  ${problems.length ? "FAILED" : "ok"}  ${line}`);
+    failures.push(...problems.map((p) => `${t.name}: ${p}`));
+  }
+  for (const t of agentplanes) {
+    const { line, problems, note } = checkRuns(t);
+    console.log(`  ${problems.length ? "FAILED" : "ok"}  ${line}`);
+    if (note) console.log(`  NOTE  ${note}`);
+    failures.push(...problems.map((p) => `${t.name}: ${p}`));
+  }
+  if (failures.length) throw new Error(`database check failed:\n  ${failures.join("\n  ")}`);
+}
+
+function header(loadOpts: Load, duration: number, what: string, order: string): string {
+  return (
+    `agentplane webhook bench: POST ${WEBHOOK_PATH} (${Buffer.byteLength(loadOpts.body)} B event "${EVENT_TYPE}", ${what}, ` +
+    `a new Idempotency-Key per request)\n` +
+    `${describeHost()}; ${describeLoad(loadOpts)}\n` +
+    `SQLite files in ${tmpdir()} (${fileSystemOf(tmpdir())}), journal_mode WAL, synchronous FULL\n` +
+    `no runtime: agentplane queues one run per event and does not execute it\n` +
+    `${WARMUP_SECONDS} s warm-up per target, then ${duration} s runs in the order ${order}\n`
+  );
+}
+
+async function compareBaselines(loadOpts: Load, duration: number, targets: Target[]): Promise<void> {
+  const bare = await startBare();
+  targets.push(bare);
+  const insert = await startSqliteInsert();
+  targets.push(insert);
+  const window0 = await startAgentplane("agentplane, window 0 ms (default)", undefined);
+  targets.push(window0);
+  const window2 = await startAgentplane("agentplane, window 2 ms", { windowMs: 2, maxBatch: 256 });
+  targets.push(window2);
+  const agentplanes = [window0, window2];
+  for (const t of targets) await preflight(t, loadOpts.body, agentplanes.includes(t as AgentplaneTarget));
+  for (const t of targets) t.startCounting();
+
+  console.log(
+    header(loadOpts, duration, `${NON_MATCHING_TRIGGERS + 1} webhook triggers, 1 matching, its filter ${MATCHING_FILTER}`, "a, b, w0, w2, w2, w0, b, a"),
+  );
+  const measured = await measure(targets, loadOpts, duration);
+
+  const a = measured.summaries.get(bare)!;
+  const b = measured.summaries.get(insert)!;
+  console.log("");
+  for (const t of agentplanes) {
+    const s = measured.summaries.get(t)!;
+    const vsBare = s.perSec / a.perSec;
+    const vsInsert = s.perSec / b.perSec;
+    console.log(
+      `${s.name} / (a): ${(vsBare * 100).toFixed(1)} % of events/s ` +
+        `(target >= ${TARGET_VS_BARE * 100} %: ${vsBare >= TARGET_VS_BARE ? "met" : "NOT met"})`,
+    );
+    console.log(
+      `${s.name} / (b): ${vsInsert.toFixed(2)}x events/s ` +
+        `(target > ${TARGET_VS_SQLITE.toFixed(1)}x: ${vsInsert > TARGET_VS_SQLITE ? "met" : "NOT met"})`,
+    );
+  }
+  await checkDatabases([insert, ...agentplanes], agentplanes, measured, loadOpts.connections);
+}
+
+async function compareTriggerCounts(loadOpts: Load, duration: number, targets: Target[]): Promise<void> {
+  const agentplanes: AgentplaneTarget[] = [];
+  for (const n of TRIGGER_COUNTS) {
+    const t = await startAgentplane(`agentplane, ${n.toLocaleString("en")} trigger${n === 1 ? "" : "s"}`, undefined, n);
+    targets.push(t);
+    agentplanes.push(t);
+  }
+  for (const t of agentplanes) await preflight(t, loadOpts.body, true);
+  for (const t of agentplanes) t.startCounting();
+
+  const counts = TRIGGER_COUNTS.map((n) => n.toLocaleString("en"));
+  console.log(
+    header(
+      loadOpts,
+      duration,
+      `${counts.join(" / ")} webhook triggers in the tenant, 1 matching ("${MATCHING_PATTERN}", its filter ${MATCHING_FILTER}); ` +
+        `the others exact types, * and ** patterns that do not match`,
+      [...counts, ...[...counts].reverse()].join(", "),
+    ),
+  );
+  const measured = await measure(agentplanes, loadOpts, duration);
+
+  const one = measured.summaries.get(agentplanes[0]!)!;
+  console.log("");
+  for (const [i, t] of agentplanes.entries()) {
+    if (i === 0) continue;
+    const s = measured.summaries.get(t)!;
+    const ratio = s.perSec / one.perSec;
+    const last = i === agentplanes.length - 1;
+    console.log(
+      `${s.name} / 1 trigger: ${ratio.toFixed(2)}x events/s` +
+        (last ? ` (target >= ${TARGET_VS_ONE_TRIGGER.toFixed(2)}x: ${ratio >= TARGET_VS_ONE_TRIGGER ? "met" : "NOT met"})` : ""),
+    );
+  }
+  await checkDatabases(agentplanes, agentplanes, measured, loadOpts.connections);
+}
+
+// `run.js` compares agentplane with the two baselines; `run.js triggers`
+// compares tenants of 1 to 10,000 webhook triggers.
+async function main(): Promise<void> {
+  const mode = process.argv[2] ?? "baselines";
+  if (mode !== "baselines" && mode !== "triggers") throw new Error(`unknown mode "${mode}": baselines (default) or triggers`);
+  const { duration, connections, workers } = loadSettingsFromEnv();
+  const loadOpts = { connections, workers, body: eventBody() };
   const targets: Target[] = [];
   try {
-    const bare = await startBare();
-    targets.push(bare);
-    const insert = await startSqliteInsert();
-    targets.push(insert);
-    const window0 = await startAgentplane("agentplane, window 0 ms (default)", undefined);
-    targets.push(window0);
-    const window2 = await startAgentplane("agentplane, window 2 ms", { windowMs: 2, maxBatch: 256 });
-    targets.push(window2);
-    const agentplanes = [window0, window2];
-    for (const t of targets) await preflight(t, body, agentplanes.includes(t as AgentplaneTarget));
-    for (const t of targets) t.startCounting();
-
-    console.log(
-      `agentplane webhook bench: POST ${WEBHOOK_PATH} (${Buffer.byteLength(body)} B event "${EVENT_TYPE}", ` +
-        `${NON_MATCHING_TRIGGERS + 1} webhook triggers, 1 matching, its filter ${MATCHING_FILTER})\n` +
-        `${describeHost()}; ${describeLoad(loadOpts)}\n` +
-        `SQLite files in ${tmpdir()} (${fileSystemOf(tmpdir())}), journal_mode WAL, synchronous FULL\n` +
-        `no runtime: agentplane queues one run per event and does not execute it\n` +
-        `${WARMUP_SECONDS} s warm-up per target, then ${duration} s runs in the order a, b, w0, w2, w2, w0, b, a\n`,
-    );
-
-    const loads = new Map<Target, number>(targets.map((t) => [t, 0]));
-    const answered = new Map<Target, number>(targets.map((t) => [t, 0]));
-    const record = (t: Target, r: Result) => {
-      loads.set(t, loads.get(t)! + 1);
-      answered.set(t, answered.get(t)! + r["2xx"]);
-    };
-
-    for (const t of targets) {
-      process.stdout.write(`warm-up ${t.name} ... `);
-      const r = await load(t, WARMUP_SECONDS, loadOpts, "warm-up");
-      record(t, r);
-      console.log(`${perSec(r).toFixed(0)} events/s`);
-    }
-
-    const results = new Map<Target, Result[]>(targets.map((t) => [t, []]));
-    const order = [...targets, ...[...targets].reverse()];
-    for (const [i, t] of order.entries()) {
-      process.stdout.write(`run ${i + 1}/${order.length} ${t.name} ... `);
-      const r = await load(t, duration, loadOpts, `run ${i + 1}`);
-      record(t, r);
-      results.get(t)!.push(r);
-      console.log(`${perSec(r).toFixed(0)} events/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms`);
-    }
-
-    const summaries = new Map(targets.map((t) => [t, summarize(t.name, results.get(t)!)]));
-    console.log("");
-    printLoadTable([...summaries.values()], { subject: "target", unit: "events/s" });
-
-    const a = summaries.get(bare)!;
-    const b = summaries.get(insert)!;
-    console.log("");
-    for (const t of agentplanes) {
-      const s = summaries.get(t)!;
-      const vsBare = s.perSec / a.perSec;
-      const vsInsert = s.perSec / b.perSec;
-      console.log(
-        `${s.name} / (a): ${(vsBare * 100).toFixed(1)} % of events/s ` +
-          `(target >= ${TARGET_VS_BARE * 100} %: ${vsBare >= TARGET_VS_BARE ? "met" : "NOT met"})`,
-      );
-      console.log(
-        `${s.name} / (b): ${vsInsert.toFixed(2)}x events/s ` +
-          `(target > ${TARGET_VS_SQLITE.toFixed(1)}x: ${vsInsert > TARGET_VS_SQLITE ? "met" : "NOT met"})`,
-      );
-    }
-
-    // Rows of warm-up and runs; the preflight's row, stored before counting
-    // began, is left out.
-    console.log("\ndatabase check (warm-up and measured runs):");
-    const failures: string[] = [];
-    for (const t of [insert, ...agentplanes]) {
-      const [line, ...problems] = await checkStore(t, PREFLIGHT_ROWS, answered.get(t)!, loads.get(t)!, connections);
-      console.log(`  ${problems.length ? "FAILED" : "ok"}  ${line}`);
-      failures.push(...problems.map((p) => `${t.name}: ${p}`));
-    }
-    for (const t of agentplanes) {
-      const { line, problems, note } = checkRuns(t);
-      console.log(`  ${problems.length ? "FAILED" : "ok"}  ${line}`);
-      if (note) console.log(`  NOTE  ${note}`);
-      failures.push(...problems.map((p) => `${t.name}: ${p}`));
-    }
-    if (failures.length) throw new Error(`database check failed:\n  ${failures.join("\n  ")}`);
+    await (mode === "triggers" ? compareTriggerCounts : compareBaselines)(loadOpts, duration, targets);
   } finally {
     for (const t of targets.reverse()) await t.close();
   }

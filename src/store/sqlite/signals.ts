@@ -20,9 +20,11 @@ export interface SqliteSignalOptions {
 // store as it makes them. Other processes' commits are seen by polling
 // PRAGMA data_version, which changes on this connection only when another
 // connection committed (one cheap read); then change_versions, bumped by
-// triggers (migration 0005_change_signals), tells which tables changed, and
-// whether runs were queued or cancelled. A cancelled run's id comes from the
-// runs that ended as cancelled since the last look.
+// triggers (migration 0005_change_signals), tells which tables changed and
+// whether runs were cancelled; a cancelled run's id comes from the runs that
+// ended as cancelled since the last look. Any such commit may have queued
+// runs: workers are woken at most once per poll, and a claim that finds
+// nothing writes nothing.
 export class SqliteSignals extends SignalHub {
   readonly #raw: Database.Database;
   readonly #now: () => number;
@@ -45,12 +47,12 @@ export class SqliteSignals extends SignalHub {
     } catch {
       // Not migrated (yet): the first poll that sees a commit drops everything.
     }
-    this.#timer = setInterval(() => this.poll(), options.intervalMs ?? 100);
+    this.#timer = setInterval(() => this.#poll(), options.intervalMs ?? 100);
     this.#timer.unref();
   }
 
-  // Looks for other processes' commits now (the timer calls it).
-  poll(): void {
+  // Looks for other processes' commits (every intervalMs).
+  #poll(): void {
     let version: number;
     try {
       version = this.#dataVersion.get()!;
@@ -59,18 +61,16 @@ export class SqliteSignals extends SignalHub {
     }
     if (version === this.#lastVersion) return;
     this.#lastVersion = version;
-    let changed: Set<string>;
+    let changed: Set<string> | undefined;
     try {
       changed = this.#readVersions();
     } catch {
       // Not migrated yet, or unreadable: anything may have changed.
       this.changed(undefined);
-      this.runsQueued();
-      return;
     }
-    for (const table of CACHED) if (changed.has(table)) this.changed(table);
-    if (changed.has("runs_queued")) this.runsQueued();
-    if (changed.has("runs_cancelled")) this.#cancelled();
+    if (changed) for (const table of CACHED) if (changed.has(table)) this.changed(table);
+    this.runsQueued();
+    if (changed?.has("runs_cancelled")) this.#cancelled();
   }
 
   close(): void {

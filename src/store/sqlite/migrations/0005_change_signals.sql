@@ -1,14 +1,16 @@
 -- What other processes on this file changed, for the store's signals
 -- (../signals.ts): each row counts the commits that changed a table the
--- service caches, or that queued or cancelled runs. A process sees another's
--- commit through PRAGMA data_version and reads this table to learn which.
+-- service caches, or that cancelled runs. A process sees another's commit
+-- through PRAGMA data_version and reads this table to learn which. Queued
+-- runs are not counted: a trigger on every run insert would cost the ingest
+-- path, and any commit of another process may have queued runs anyway.
 -- SQLite only: PostgreSQL replicas are told through NOTIFY.
 CREATE TABLE `change_versions` (
 	`name` text PRIMARY KEY NOT NULL,
 	`version` integer NOT NULL
 ) WITHOUT ROWID;
 --> statement-breakpoint
-INSERT INTO `change_versions` (`name`, `version`) VALUES ('webhook_sources', 0), ('triggers', 0), ('agents', 0), ('runs_queued', 0), ('runs_cancelled', 0);
+INSERT INTO `change_versions` (`name`, `version`) VALUES ('webhook_sources', 0), ('triggers', 0), ('agents', 0), ('runs_cancelled', 0);
 --> statement-breakpoint
 CREATE TRIGGER `webhook_sources_inserted` AFTER INSERT ON `webhook_sources` BEGIN
 	UPDATE `change_versions` SET `version` = `version` + 1 WHERE `name` = 'webhook_sources';
@@ -49,15 +51,6 @@ END;
 --> statement-breakpoint
 CREATE TRIGGER `agents_deleted` AFTER DELETE ON `agents` BEGIN
 	UPDATE `change_versions` SET `version` = `version` + 1 WHERE `name` = 'agents';
-END;
---> statement-breakpoint
-CREATE TRIGGER `runs_queued_inserted` AFTER INSERT ON `runs` WHEN NEW.`status` = 'queued' BEGIN
-	UPDATE `change_versions` SET `version` = `version` + 1 WHERE `name` = 'runs_queued';
-END;
---> statement-breakpoint
--- A run given back to the queue (released by a worker that shut down).
-CREATE TRIGGER `runs_queued_updated` AFTER UPDATE OF `status` ON `runs` WHEN NEW.`status` = 'queued' AND OLD.`status` <> 'queued' BEGIN
-	UPDATE `change_versions` SET `version` = `version` + 1 WHERE `name` = 'runs_queued';
 END;
 --> statement-breakpoint
 CREATE TRIGGER `runs_cancelled` AFTER UPDATE OF `status` ON `runs` WHEN NEW.`status` = 'cancelled' AND OLD.`status` <> 'cancelled' BEGIN
