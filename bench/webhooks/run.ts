@@ -225,6 +225,8 @@ async function startSqliteInsert(): Promise<Target> {
 interface AgentplaneTarget extends Target {
   dbPath: string;
   matchingTriggerId: string;
+  // Filter evaluations that failed (agentplane_trigger_filter_failures_total).
+  filterFailures: () => Promise<number>;
 }
 
 // agentplane as production runs it (every surface, SQLite store with
@@ -270,6 +272,10 @@ async function startAgentplane(name: string, groupCommit: GroupCommitOptions | u
       stored,
       dbPath,
       matchingTriggerId,
+      async filterFailures() {
+        const text = await (await fetch(`${url}/metrics`)).text();
+        return [...text.matchAll(/^agentplane_trigger_filter_failures_total\{[^}]*\} (\d+)$/gm)].reduce((n, m) => n + Number(m[1]), 0);
+      },
       async close() {
         reader?.close();
         await opened.app.stop(0);
@@ -424,7 +430,12 @@ async function checkStore(target: Target, before: number, answered: number, load
   return [line, ...problems];
 }
 
-function checkRuns(target: AgentplaneTarget): { line: string; problems: string[]; note: string | undefined } {
+// Every event evaluates the matching trigger's filter once; an evaluation
+// that fails (over its budget, e.g. on a CPU-starved machine) does not match,
+// so its event is stored without a run, as SPEC §9 has it. Those events must
+// number exactly the failures the server counted; every other event has its
+// one run.
+function checkRuns(target: AgentplaneTarget, filterFailures: number): { line: string; problems: string[]; note: string | undefined } {
   const db = new Database(target.dbPath, { readonly: true });
   try {
     const one = (query: string, ...params: string[]) => (db.prepare(query).get(...params) as { n: number }).n;
@@ -446,19 +457,31 @@ function checkRuns(target: AgentplaneTarget): { line: string; problems: string[]
       target.matchingTriggerId,
     );
     const perEvent = one("select count(distinct event_id) as n from runs");
+    const unmatched = one(
+      "select count(*) as n from events where json_array_length(case json_type(matched_trigger_ids) " +
+        "when 'text' then matched_trigger_ids ->> '$' else matched_trigger_ids end) = 0",
+    );
+    const matched = events - filterFailures;
     const problems: string[] = [];
-    if (runs !== events) problems.push(`${runs} runs for ${events} events`);
+    if (unmatched !== filterFailures) problems.push(`${unmatched} events matched no trigger, but ${filterFailures} filter evaluations failed`);
+    if (runs !== matched) problems.push(`${runs} runs for ${matched} events that matched`);
     if (linked !== runs) problems.push(`${runs - linked} runs not queued, not for the matching trigger or without their event`);
-    if (perEvent !== events) problems.push(`${events - perEvent} events without a run (or a run shared by events)`);
-    if (oneMatch !== events) problems.push(`${events - oneMatch} events without exactly the matching trigger recorded`);
+    if (perEvent !== matched) problems.push(`${matched - perEvent} matched events without a run (or a run shared by events)`);
+    if (oneMatch !== matched) problems.push(`${matched - oneMatch} matched events without exactly the matching trigger recorded`);
+    const notes = [
+      filterFailures > 0 &&
+        `${target.name}: ${filterFailures} of ${events} events matched no trigger because the filter's evaluation failed ` +
+          `(agentplane_trigger_filter_failures_total; the machine was short of CPU)`,
+      doubleEncoded > 0 &&
+        `${target.name}: ${doubleEncoded} of ${events} events hold payload / matched_trigger_ids as a JSON string ` +
+          `of the JSON (encoded twice), not as a JSON object / array`,
+    ].filter((n): n is string => typeof n === "string");
     return {
-      line: `${target.name}: ${runs} runs = ${events} events, each queued for trigger ${target.matchingTriggerId} (one per event)`,
+      line:
+        `${target.name}: ${runs} runs = ${matched} events that matched (of ${events}), ` +
+        `each queued for trigger ${target.matchingTriggerId} (one per event)`,
       problems,
-      note:
-        doubleEncoded > 0
-          ? `${target.name}: ${doubleEncoded} of ${events} events hold payload / matched_trigger_ids as a JSON string ` +
-            `of the JSON (encoded twice), not as a JSON object / array`
-          : undefined,
+      note: notes.length ? notes.join("\n  NOTE  ") : undefined,
     };
   } finally {
     db.close();
@@ -520,7 +543,7 @@ async function checkDatabases(stores: Target[], agentplanes: AgentplaneTarget[],
     failures.push(...problems.map((p) => `${t.name}: ${p}`));
   }
   for (const t of agentplanes) {
-    const { line, problems, note } = checkRuns(t);
+    const { line, problems, note } = checkRuns(t, await t.filterFailures());
     console.log(`  ${problems.length ? "FAILED" : "ok"}  ${line}`);
     if (note) console.log(`  NOTE  ${note}`);
     failures.push(...problems.map((p) => `${t.name}: ${p}`));
