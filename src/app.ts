@@ -153,6 +153,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     if (options.runtime.scheduler)
       scheduler = new Scheduler({
         store: options.store.schedules,
+        signals: options.store.signals,
         log,
         onRunsQueued: () => worker?.wake(),
         maxQueuedRuns: (options.quotas ?? DEFAULT_QUOTAS).queuedRuns,

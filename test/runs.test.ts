@@ -170,9 +170,12 @@ describe("runs", () => {
       const { queue } = t.server.store;
       const id = newId("run");
       const now = Date.now();
-      await queue.insertMany([{ id, tenantId: t.tenantId, agentId, status: "queued", steps: [], createTime: now, updateTime: now }]);
-      // A worker claims it, then dies: no heartbeat, no finish.
+      const inserted = queue.insertMany([{ id, tenantId: t.tenantId, agentId, status: "queued", steps: [], createTime: now, updateTime: now }]);
+      // A worker claims it, then dies: no heartbeat, no finish. It claims
+      // before the insert is awaited, so before the store's signal of the
+      // new run wakes the live worker.
       const claimed = await queue.claim("dead", 1, 50, 3, Date.now(), []);
+      expect(await inserted).toBe(true);
       expect(claimed.map((r) => [r.id, r.attempt])).toEqual([[id, 1]]);
       expect((await t.getRun(id)).status).toBe("RUN_STATUS_RUNNING");
       // Any wake-up (here an explicit one) makes the live worker sleep until

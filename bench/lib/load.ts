@@ -43,6 +43,9 @@ export interface LoadRun extends LoadOptions {
   // When set, a status code other than this one fails the run too
   // (autocannon counts every 2xx alike).
   onlyStatus?: string;
+  // Each request gets a new id wherever `[<id>]` appears in its headers or
+  // body (distinct idempotency keys, as real senders send).
+  idReplacement?: boolean;
 }
 
 // POSTs `body` to `url` for `seconds`. Throws when any request was not
@@ -56,6 +59,7 @@ export async function runLoad(run: LoadRun): Promise<Result> {
     connections: run.connections,
     duration: run.seconds,
     workers: run.workers,
+    idReplacement: run.idReplacement,
   });
   const bad =
     result.non2xx !== 0 ||

@@ -2,13 +2,16 @@ import { Cron } from "croner";
 import type { Logger } from "pino";
 import { newId } from "../lib/ids.js";
 import type { TriggerRow } from "../store/rows.js";
-import type { ScheduleStore } from "../store/store.js";
+import type { ScheduleStore, StoreSignals } from "../store/store.js";
 
 export interface SchedulerOptions {
   store: ScheduleStore;
+  // Trigger and agent changes (here or on another replica) are picked up as
+  // the store signals them.
+  signals?: Pick<StoreSignals, "onChanged">;
   log: Logger;
   onRunsQueued?: () => void;
-  // How often trigger changes are picked up, at most.
+  // How often trigger changes are picked up without a signal, at most.
   refreshMs?: number;
   now?: () => number;
   // A slot of a tenant that already has this many queued runs is skipped.
@@ -18,10 +21,15 @@ export interface SchedulerOptions {
 // Fires schedule triggers. Each slot is recorded with its run in one
 // transaction (primary key: trigger, slot), so a slot fires once across
 // restarts and replicas; after downtime only the latest missed slot fires.
+// A trigger's first slot is the first one after its creation (lastSlot
+// defaults to createTime), so a trigger picked up late still fires it.
 export class Scheduler {
-  readonly #o: Required<SchedulerOptions>;
+  readonly #o: Required<Omit<SchedulerOptions, "signals">> & Pick<SchedulerOptions, "signals">;
   #timer?: NodeJS.Timeout;
   #stopped = true;
+  #ticking = false;
+  #again = false;
+  #unsubscribe?: () => void;
 
   constructor(options: SchedulerOptions) {
     this.#o = { refreshMs: 30_000, now: Date.now, onRunsQueued: () => {}, maxQueuedRuns: Infinity, ...options };
@@ -29,11 +37,15 @@ export class Scheduler {
 
   start(): void {
     this.#stopped = false;
+    this.#unsubscribe = this.#o.signals?.onChanged((table) => {
+      if (table !== "webhook_sources") void this.#loop();
+    });
     void this.#loop();
   }
 
   stop(): void {
     this.#stopped = true;
+    this.#unsubscribe?.();
     clearTimeout(this.#timer);
   }
 
@@ -73,14 +85,27 @@ export class Scheduler {
     return outcome === "fired";
   }
 
+  // Ticks now, or right after the tick under way (a change signalled during a
+  // tick may not be in the triggers it read).
   async #loop(): Promise<void> {
     if (this.#stopped) return;
+    if (this.#ticking) {
+      this.#again = true;
+      return;
+    }
+    this.#ticking = true;
+    clearTimeout(this.#timer);
     let wait = this.#o.refreshMs;
     try {
       const { next } = await this.tick();
       if (next !== undefined) wait = Math.max(10, Math.min(wait, next - this.#o.now()));
     } catch (err) {
       this.#o.log.error({ err }, "scheduler tick failed");
+    }
+    this.#ticking = false;
+    if (this.#again) {
+      this.#again = false;
+      wait = 0;
     }
     if (!this.#stopped) this.#timer = setTimeout(() => void this.#loop(), wait);
   }

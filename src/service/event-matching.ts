@@ -2,7 +2,6 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { SandboxBacklogError, type ExpressionSandbox, type Outcome } from "../integrations/expressions/sandbox.js";
 import type { TriggerRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
-import { matchesEventType } from "./event-pattern.js";
 
 // Why a filter did not get to say yes: its own failure, or suspension after
 // repeated overruns.
@@ -39,9 +38,9 @@ interface Health {
   recordedAt: number;
 }
 
-// Which of a tenant's candidate webhook triggers an event matches: pattern,
-// then the JSONata filter over `{event_type, payload}`, run in the expression
-// sandbox under the filter budget. A filter that fails does not match; the
+// Which of the webhook triggers whose pattern an event matched (see
+// trigger-index.ts) it matches: the JSONata filter over `{event_type,
+// payload}`, run in the expression sandbox under the filter budget. A filter that fails does not match; the
 // failure is counted, and written to the trigger (`filter_error`) at most
 // every `recordEveryMs`. A filter that keeps overrunning its budget is
 // suspended for a while, so a tenant's worst filter costs a bounded amount.
@@ -58,8 +57,7 @@ export class EventMatcher {
     };
   }
 
-  async matching(tenantId: string, candidates: TriggerRow[], eventType: string, payload: Record<string, unknown>): Promise<TriggerRow[]> {
-    const byPattern = candidates.filter((t) => t.eventTypePattern && matchesEventType(t.eventTypePattern, eventType));
+  async matching(tenantId: string, byPattern: TriggerRow[], eventType: string, payload: Record<string, unknown>): Promise<TriggerRow[]> {
     const filtered = byPattern.filter((t) => t.filter);
     let outcomes: Outcome[] = [];
     if (filtered.length) {

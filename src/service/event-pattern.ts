@@ -25,13 +25,3 @@ export function checkEventTypePattern(field: string, pattern: string): string {
   });
   return pattern;
 }
-
-export function matchesEventType(pattern: string, type: string): boolean {
-  const p = pattern.split(".");
-  const t = type.split(".");
-  for (let i = 0; i < p.length; i++) {
-    if (p[i] === "**") return t.length > i;
-    if (i >= t.length || (p[i] !== "*" && p[i] !== t[i])) return false;
-  }
-  return p.length === t.length;
-}

@@ -23,7 +23,7 @@ export function eventMessage(row: EventRow, runIds: string[] = []): Event {
   });
 }
 
-export function eventHandlers({ store, matcher, now, onRunsQueued, quotas }: ServiceDeps) {
+export function eventHandlers({ store, matcher, lookups, now, onRunsQueued, quotas }: ServiceDeps) {
   async function find(tenantId: string, id: string): Promise<EventRow> {
     const row = await store.events.get(tenantId, id).catch(fromStoreError);
     if (!row) throw notFound("event", id);
@@ -56,8 +56,9 @@ export function eventHandlers({ store, matcher, now, onRunsQueued, quotas }: Ser
     async replayEvent({ id }, call) {
       const tenant = tenantOf(call);
       const event = await find(tenant.id, id);
-      const candidates = await store.webhooks.matchCandidates(tenant.id, event.sourceId).catch(fromStoreError);
-      const matched = await matcher.matching(tenant.id, candidates, event.eventType, event.payload);
+      const triggers =
+        lookups.cachedTriggers(tenant.id, event.sourceId) ?? (await lookups.loadTriggers(tenant.id, event.sourceId).catch(fromStoreError));
+      const matched = await matcher.matching(tenant.id, triggers.matching(event.eventType), event.eventType, event.payload);
       const t = now();
       const rows = matched.map((m) => ({
         id: newId("run"),

@@ -6,6 +6,7 @@ import type { Store } from "../store/store.js";
 import type { CallContext } from "./access.js";
 import type { EventMatcher } from "./event-matching.js";
 import type { Quotas } from "./limits.js";
+import type { WebhookLookups } from "./lookup-cache.js";
 import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 
 type Methods = typeof PlatformService.method;
@@ -25,6 +26,7 @@ export interface ServiceDeps {
   secrets: SecretBox;
   now: () => number;
   matcher: EventMatcher;
+  lookups: WebhookLookups;
   // Connections to customer MCP servers.
   skills: SkillPool;
   // Runs were committed to the queue: wake the workers.

@@ -8,6 +8,7 @@ import { notFound } from "./errors.js";
 import { EventMatcher, type EventMatcherOptions, type FilterPolicy } from "./event-matching.js";
 import type { ExpressionSandbox } from "../integrations/expressions/sandbox.js";
 import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, type Quotas } from "./limits.js";
+import { WebhookLookups } from "./lookup-cache.js";
 import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 import { createWebhookIngestion } from "./webhooks.js";
 import { agentHandlers } from "./agents.js";
@@ -53,6 +54,7 @@ export function createPlatform(options: PlatformOptions) {
       now: options.now,
       onFilterFailure: options.onFilterFailure,
     }),
+    lookups: new WebhookLookups(options.store),
     skills: options.skills,
     // Late-bound: the worker that listens is created after the platform.
     onRunsQueued: () => options.onRunsQueued?.(),
@@ -75,6 +77,7 @@ export function createPlatform(options: PlatformOptions) {
   const webhooks = createWebhookIngestion({
     store: options.store,
     matcher: deps.matcher,
+    lookups: deps.lookups,
     ratePerSecond: options.webhookRate?.perSecond ?? 100,
     burst: options.webhookRate?.burst ?? 200,
     now: deps.now,

@@ -7,6 +7,7 @@ import { fromStoreError, invalidArgument } from "./errors.js";
 import type { EventMatcher } from "./event-matching.js";
 import { checkEventType } from "./event-pattern.js";
 import { nestsDeeperThan } from "./json-depth.js";
+import type { WebhookLookups } from "./lookup-cache.js";
 import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, MAX_LENGTH } from "./limits.js";
 import { QueuedRunCounts } from "./queued-runs.js";
 import { quotaError } from "./quotas.js";
@@ -18,6 +19,9 @@ const TOKEN_SHAPE = /^whk_[A-Za-z0-9_-]{20,200}$/;
 export interface WebhookOptions {
   store: Store;
   matcher: EventMatcher;
+  // The source by token and the compiled triggers, cached until the store
+  // says they changed.
+  lookups: WebhookLookups;
   ratePerSecond: number;
   burst: number;
   now?: () => number;
@@ -41,7 +45,7 @@ export function createWebhookIngestion(options: WebhookOptions) {
   const { store } = options;
   const now = options.now ?? Date.now;
   const limiter = new RateLimiter({ store: store.rateLimits, ratePerSecond: options.ratePerSecond, burst: options.burst, now });
-  const { matcher } = options;
+  const { matcher, lookups } = options;
   const maxDepth = options.maxDepth ?? DEFAULT_JSON_MAX_DEPTH;
   const maxQueuedRuns = options.maxQueuedRuns ?? DEFAULT_QUOTAS.queuedRuns;
   const queuedRuns = new QueuedRunCounts((tenantId) => store.runs.queuedCount(tenantId));
@@ -57,7 +61,8 @@ export function createWebhookIngestion(options: WebhookOptions) {
     // Before the body is read: who is sending, and may it send now.
     async authenticate(token: string | undefined): Promise<WebhookSourceRow> {
       if (!token || !TOKEN_SHAPE.test(token)) throw unauthenticated();
-      const source = await store.webhooks.findSourceByTokenDigest(webhookTokenDigest(token), now()).catch(fromStoreError);
+      const digest = webhookTokenDigest(token);
+      const source = lookups.cachedSource(digest, now()) ?? (await lookups.loadSource(digest, now()).catch(fromStoreError));
       if (!source || !source.enabled) throw unauthenticated();
       const taken = await limiter.take(source.id).catch(fromStoreError);
       if (!taken.ok)
@@ -81,8 +86,9 @@ export function createWebhookIngestion(options: WebhookOptions) {
         throw invalidArgument("Idempotency-Key", `must be 1 to ${MAX_LENGTH.idempotencyKey} characters`);
 
       const t = now();
-      const candidates = await store.webhooks.matchCandidates(source.tenantId, source.id).catch(fromStoreError);
-      const matched = await matcher.matching(source.tenantId, candidates, eventType, payload as Record<string, unknown>);
+      const triggers =
+        lookups.cachedTriggers(source.tenantId, source.id) ?? (await lookups.loadTriggers(source.tenantId, source.id).catch(fromStoreError));
+      const matched = await matcher.matching(source.tenantId, triggers.matching(eventType), eventType, payload as Record<string, unknown>);
       if (matched.length) {
         const queued = queuedRuns.fresh(source.tenantId, t) ?? (await queuedRuns.get(source.tenantId, t).catch(fromStoreError));
         if (queued + matched.length > maxQueuedRuns) throw await overQuota(source.tenantId);

@@ -44,10 +44,13 @@ export interface TestServerOptions {
   jsonMaxDepth?: number;
   // Small limits make the HTTP limit tests fast; unset ones keep the defaults.
   http?: Partial<HttpLimits>;
+  // Another server's directory, to open its database as a second process
+  // would (the directory stays until its own server closes).
+  dir?: string;
 }
 
 export async function startServer(options: TestServerOptions): Promise<TestServer> {
-  const dir = mkdtempSync(join(tmpdir(), "agentplane-test-"));
+  const dir = options.dir ?? mkdtempSync(join(tmpdir(), "agentplane-test-"));
   // The URL is known before the app is built: the MCP metadata names it.
   const port = await freeLoopbackPort();
   const url = `http://127.0.0.1:${port}`;
@@ -103,7 +106,7 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     async close() {
       await app.stop(1000);
       await store.close();
-      rmSync(dir, { recursive: true, force: true });
+      if (!options.dir) rmSync(dir, { recursive: true, force: true });
     },
   };
 }

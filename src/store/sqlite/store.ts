@@ -9,10 +9,10 @@ import { createSqliteRateLimits } from "./rate-limits.js";
 import { createSqliteRetention } from "./retention.js";
 import { createSqliteScheduleStore } from "./schedules.js";
 import type * as rows from "../rows.js";
-import { SignalHub } from "../signal-hub.js";
 import * as schema from "./schema.js";
 import { migrateSqlite, openSqlite, type Db, type SqliteOptions } from "./open.js";
-import type { EventQuery, Store, TenantRepo } from "../store.js";
+import { SqliteSignals, type SqliteSignalOptions } from "./signals.js";
+import type { CachedTable, EventQuery, RunQueue, ScheduleStore, Store, TenantRepo, WebhookStore } from "../store.js";
 
 interface TenantScopedTable extends SQLiteTable {
   id: SQLiteColumn;
@@ -160,6 +160,74 @@ function tenantRepo<T extends TenantScopedTable, Row, Insert>(
 export interface SqliteStoreOptions extends SqliteOptions {
   migrate?: boolean;
   groupCommit?: GroupCommitOptions;
+  signals?: SqliteSignalOptions;
+}
+
+// This process's writes, signalled as they commit; other processes' are seen
+// by SqliteSignals. Writes of a cached table whose patch touches only `quiet`
+// columns (diagnostics no cache holds) are not signalled.
+function signalled<Row, Insert>(
+  repo: TenantRepo<Row, Insert>,
+  table: CachedTable,
+  signals: SqliteSignals,
+  quiet: readonly (keyof Insert)[] = [],
+): TenantRepo<Row, Insert> {
+  const changed = <T>(result: T): T => {
+    signals.changed(table);
+    return result;
+  };
+  return {
+    ...repo,
+    insert: (row) => repo.insert(row).then(changed),
+    insertWithin: (row, limit) => repo.insertWithin(row, limit).then((r) => (r === undefined ? r : changed(r))),
+    update: (tenantId, id, patch) =>
+      repo
+        .update(tenantId, id, patch)
+        .then((r) => (r === undefined || (Object.keys(patch) as (keyof Insert)[]).every((k) => quiet.includes(k)) ? r : changed(r))),
+    delete: (tenantId, id) => repo.delete(tenantId, id).then((deleted) => (deleted ? changed(deleted) : deleted)),
+  };
+}
+
+function signalledQueue(queue: RunQueue, signals: SqliteSignals): RunQueue {
+  return {
+    ...queue,
+    insertMany: (rows, maxQueued) =>
+      queue.insertMany(rows, maxQueued).then((ok) => {
+        if (ok && rows.length) signals.runsQueued();
+        return ok;
+      }),
+    release: (owner, ids, now) =>
+      queue.release(owner, ids, now).then(() => {
+        if (ids.length) signals.runsQueued();
+      }),
+    cancel: (tenantId, id, now) =>
+      queue.cancel(tenantId, id, now).then((row) => {
+        if (row) signals.runCancelled(row.id);
+        return row;
+      }),
+  };
+}
+
+function signalledWebhooks(webhooks: WebhookStore, signals: SqliteSignals): WebhookStore {
+  return {
+    ...webhooks,
+    ingest: (item, windowMs) =>
+      webhooks.ingest(item, windowMs).then((result) => {
+        if (!result.duplicate && item.runs.length) signals.runsQueued();
+        return result;
+      }),
+  };
+}
+
+function signalledSchedules(schedules: ScheduleStore, signals: SqliteSignals): ScheduleStore {
+  return {
+    ...schedules,
+    fireSlot: (triggerId, slotTime, run, maxQueued) =>
+      schedules.fireSlot(triggerId, slotTime, run, maxQueued).then((outcome) => {
+        if (outcome === "fired") signals.runsQueued();
+        return outcome;
+      }),
+  };
 }
 
 export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db } {
@@ -196,7 +264,7 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
   );
 
   const queuedCount = lazy(() => prepareQueuedCount(raw));
-  const signals = new SignalHub();
+  const signals = new SqliteSignals(raw, options.signals);
   // Rate-limit buckets on a connection of their own (see rate-limits.ts);
   // an in-memory database is one connection's alone.
   const limits = options.path === ":memory:" ? raw : openSqlite({ path: options.path, synchronous: "NORMAL" }).raw;
@@ -227,14 +295,20 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
         }),
       change: createSqliteMemberChange(raw),
     },
-    agents: tenantRepo<typeof agents, rows.AgentRow, typeof agents.$inferInsert>(db, raw, agents).repo,
+    agents: signalled(tenantRepo<typeof agents, rows.AgentRow, typeof agents.$inferInsert>(db, raw, agents).repo, "agents", signals),
     skills: tenantRepo<typeof skills, rows.SkillRow, typeof skills.$inferInsert>(db, raw, skills).repo,
-    triggers: tenantRepo<typeof triggers, rows.TriggerRow, typeof triggers.$inferInsert>(db, raw, triggers).repo,
-    webhookSources: tenantRepo<typeof webhookSources, rows.WebhookSourceRow, typeof webhookSources.$inferInsert>(
-      db,
-      raw,
-      webhookSources,
-    ).repo,
+    triggers: signalled(
+      tenantRepo<typeof triggers, rows.TriggerRow, typeof triggers.$inferInsert>(db, raw, triggers).repo,
+      "triggers",
+      signals,
+      // Written by matching when a filter fails; no cache holds them.
+      ["filterError", "filterErrorTime"],
+    ),
+    webhookSources: signalled(
+      tenantRepo<typeof webhookSources, rows.WebhookSourceRow, typeof webhookSources.$inferInsert>(db, raw, webhookSources).repo,
+      "webhook_sources",
+      signals,
+    ),
     events: tenantRepo<typeof events, rows.EventRow, typeof events.$inferInsert>(db, raw, events, [
       { key: "receivedAfter" satisfies keyof EventQuery, column: events.receiveTime, op: ">=" },
       { key: "receivedBefore" satisfies keyof EventQuery, column: events.receiveTime, op: "<" },
@@ -244,15 +318,16 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
       idsForEvent: (tenantId, eventId) => run(() => runIdsForEvent().all(tenantId, eventId)),
       queuedCount: (tenantId) => run(() => queuedCount().get(tenantId)!),
     },
-    webhooks: createSqliteWebhookStore(raw, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }),
-    queue: createSqliteRunQueue(raw),
-    schedules: createSqliteScheduleStore(raw),
+    webhooks: signalledWebhooks(createSqliteWebhookStore(raw, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }), signals),
+    queue: signalledQueue(createSqliteRunQueue(raw), signals),
+    schedules: signalledSchedules(createSqliteScheduleStore(raw), signals),
     signals,
     rateLimits: createSqliteRateLimits(limits),
     retention: createSqliteRetention(raw),
     ping: () => run(() => void ping.get()),
     close: () =>
       run(() => {
+        signals.close();
         if (limits !== raw) limits.close();
         raw.close();
       }),

@@ -1,0 +1,149 @@
+import type { WebhookSourceRow } from "../store/rows.js";
+import type { CachedTable, Store } from "../store/store.js";
+import { TriggerIndex } from "./trigger-index.js";
+
+export interface CacheLimits {
+  maxEntries: number;
+  // Total weight of the entries (see `weigh`), at most.
+  maxWeight: number;
+}
+
+// A bounded map of values loaded from the store, least recently used out
+// first. Only values that exist are kept (a lookup of something absent is not
+// remembered, so made-up keys cannot fill it). Concurrent loads of one key
+// share one query. clear() also voids the loads under way: a value read
+// before a change must not be cached after the change dropped the cache.
+export class LookupCache<V> {
+  readonly #entries = new Map<string, { value: V; weight: number }>();
+  readonly #loading = new Map<string, Promise<V | undefined>>();
+  #weight = 0;
+  #generation = 0;
+
+  constructor(
+    private readonly limits: CacheLimits,
+    private readonly weigh: (value: V) => number = () => 1,
+  ) {}
+
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  // The cached value, now the most recently used; no promise on the hot path.
+  peek(key: string): V | undefined {
+    const entry = this.#entries.get(key);
+    if (!entry) return undefined;
+    this.#entries.delete(key);
+    this.#entries.set(key, entry);
+    return entry.value;
+  }
+
+  load(key: string, fetch: () => Promise<V | undefined>): Promise<V | undefined> {
+    let pending = this.#loading.get(key);
+    if (pending) return pending;
+    const generation = this.#generation;
+    pending = fetch().then(
+      (value) => {
+        if (generation !== this.#generation) return value;
+        this.#loading.delete(key);
+        if (value !== undefined) this.#set(key, value);
+        return value;
+      },
+      (err: unknown) => {
+        if (generation === this.#generation) this.#loading.delete(key);
+        throw err;
+      },
+    );
+    this.#loading.set(key, pending);
+    return pending;
+  }
+
+  delete(key: string): void {
+    const entry = this.#entries.get(key);
+    if (!entry) return;
+    this.#entries.delete(key);
+    this.#weight -= entry.weight;
+  }
+
+  clear(): void {
+    this.#generation++;
+    this.#entries.clear();
+    this.#loading.clear();
+    this.#weight = 0;
+  }
+
+  #set(key: string, value: V): void {
+    this.delete(key);
+    const weight = this.weigh(value);
+    this.#entries.set(key, { value, weight });
+    this.#weight += weight;
+    for (const [oldest, entry] of this.#entries) {
+      if (this.#entries.size <= this.limits.maxEntries && this.#weight <= this.limits.maxWeight) break;
+      if (oldest === key) break; // one value heavier than the limit is still cached alone
+      this.#entries.delete(oldest);
+      this.#weight -= entry.weight;
+    }
+  }
+}
+
+export interface LookupLimits {
+  // Webhook sources by token digest.
+  sources: CacheLimits;
+  // Trigger indexes by tenant and source; the weight is their triggers.
+  triggers: CacheLimits;
+}
+
+export const DEFAULT_LOOKUP_LIMITS: LookupLimits = {
+  sources: { maxEntries: 10_000, maxWeight: 10_000 },
+  triggers: { maxEntries: 10_000, maxWeight: 200_000 },
+};
+
+// Whether the source accepts this digest at `now`: its current token, or its
+// previous one until that expires. Checked on every hit, so a rotated token's
+// grace period ends on time without any change to the row.
+const accepts = (source: WebhookSourceRow, digest: string, now: number) =>
+  source.tokenDigest === digest || (source.previousTokenDigest === digest && (source.previousTokenExpireTime ?? 0) > now);
+
+// The two lookups of every webhook event, served from memory: the source by
+// token digest and the compiled webhook triggers of a tenant and source. The
+// store says when rows of those tables changed, in this process or any other
+// (store.signals), and the affected cache is dropped.
+export class WebhookLookups {
+  readonly #sources: LookupCache<WebhookSourceRow>;
+  readonly #triggers: LookupCache<TriggerIndex>;
+
+  constructor(
+    private readonly store: Store,
+    limits: LookupLimits = DEFAULT_LOOKUP_LIMITS,
+  ) {
+    this.#sources = new LookupCache(limits.sources);
+    this.#triggers = new LookupCache(limits.triggers, (index) => index.size + 1);
+    store.signals.onChanged((table: CachedTable | undefined) => {
+      if (table === undefined || table === "webhook_sources") this.#sources.clear();
+      if (table === undefined || table === "triggers" || table === "agents") this.#triggers.clear();
+    });
+  }
+
+  cachedSource(digest: string, now: number): WebhookSourceRow | undefined {
+    const source = this.#sources.peek(digest);
+    if (!source || accepts(source, digest, now)) return source;
+    this.#sources.delete(digest);
+    return undefined;
+  }
+
+  async loadSource(digest: string, now: number): Promise<WebhookSourceRow | undefined> {
+    const source = await this.#sources.load(digest, () => this.store.webhooks.findSourceByTokenDigest(digest, now));
+    // A load shared with an earlier request was checked at that request's time.
+    return source && accepts(source, digest, now) ? source : undefined;
+  }
+
+  cachedTriggers(tenantId: string, sourceId: string): TriggerIndex | undefined {
+    return this.#triggers.peek(`${tenantId} ${sourceId}`);
+  }
+
+  async loadTriggers(tenantId: string, sourceId: string): Promise<TriggerIndex> {
+    const index = await this.#triggers.load(`${tenantId} ${sourceId}`, async () =>
+      new TriggerIndex(await this.store.webhooks.matchCandidates(tenantId, sourceId)),
+    );
+    return index!;
+  }
+}

@@ -1,0 +1,231 @@
+// Lookup caches the store invalidates (issue 10, item 5): two agentplane
+// processes' worth of app on one SQLite file. A trigger, source or agent
+// created, changed, disabled or deleted through one takes effect on the other
+// within one second, although both serve webhooks from memory; a rotated
+// token's grace period ends on time; a new schedule trigger fires its first
+// slot.
+import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
+import { noopExecutor, type Executor } from "../src/runtime/executor.js";
+import { devIssuer, devToken } from "./support/dev-auth.js";
+import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+
+type Json = Record<string, unknown>;
+
+const WITHIN_MS = 1000;
+const ORDER = { event_type: "order.created", payload: { total: 250 } };
+
+let issuer: DevIssuer;
+let admin: string;
+// `a` makes the changes; `b` opened the same file, as another process.
+let a: TestServer;
+let b: TestServer;
+
+async function api(server: TestServer, method: string, body: unknown, tenant = "acme"): Promise<Json> {
+  const res = await connectCall(server, method, body, bearer(admin, tenant));
+  if (res.status !== 200) throw new Error(`${method}: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body;
+}
+
+async function post(server: TestServer, token: string): Promise<{ status: number; matched?: number }> {
+  const res = await fetch(`${server.url}/webhooks/events`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-webhook-token": token },
+    body: JSON.stringify(ORDER),
+  });
+  const body = (await res.json()) as Json;
+  return { status: res.status, matched: body.matched_triggers as number | undefined };
+}
+
+// Polls until `check` holds, for at most `ms` from now; how long it took.
+async function within(ms: number, check: () => Promise<boolean>): Promise<number> {
+  const started = Date.now();
+  for (;;) {
+    if (await check()) return Date.now() - started;
+    if (Date.now() - started > ms) throw new Error(`not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+const matchedOn = (server: TestServer, token: string, n: number) => async () => (await post(server, token)).matched === n;
+const statusOn = (server: TestServer, token: string, status: number) => async () => (await post(server, token)).status === status;
+
+let agentId: string;
+
+// `b` executes runs: at once, except those of the blocking agent, which wait
+// to be cancelled (when each was aborted is kept).
+let blockingAgentId = "";
+const aborted = new Map<string, number>();
+const executor: Executor = {
+  async execute(run, ctx) {
+    if (run.agentId !== blockingAgentId) return noopExecutor.execute(run, ctx);
+    await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));
+    aborted.set(run.id, Date.now());
+    return { status: "failed", error: "aborted" };
+  },
+};
+
+async function newSource(name: string): Promise<{ id: string; token: string }> {
+  const body = await api(a, "CreateWebhookSource", { webhookSource: { name } });
+  return { id: (body.webhookSource as Json).id as string, token: body.token as string };
+}
+
+beforeAll(async () => {
+  issuer = await devIssuer();
+  admin = await devToken(issuer);
+  const options = { authenticator: issuer.authenticator(60), webhook: { maxBytes: 1 << 20, ratePerSecond: 1e6, burst: 1e6 } };
+  a = await startServer(options);
+  b = await startServer({ ...options, dir: a.dir, runtime: { scheduler: true, executor } });
+  await a.seedTenant("acme", [{ subject: issuer.clientId, role: "admin" }]);
+  agentId = ((await api(a, "CreateAgent", { agent: { name: "a" } })).agent as Json).id as string;
+});
+afterAll(async () => {
+  await b?.close();
+  await a?.close();
+});
+
+describe("a trigger changed through one process", () => {
+  let source: { id: string; token: string };
+  let triggerId: string;
+
+  beforeAll(async () => {
+    source = await newSource("triggers");
+    // Both have the source and its (empty) triggers cached.
+    expect(await post(a, source.token)).toEqual({ status: 202, matched: 0 });
+    expect(await post(b, source.token)).toEqual({ status: 202, matched: 0 });
+  });
+
+  it("is matched once created, at once here and within 1 s on the other", async () => {
+    const body = await api(a, "CreateTrigger", { trigger: { agentId, webhook: { sourceId: source.id, eventTypePattern: "order.*" } } });
+    triggerId = (body.trigger as Json).id as string;
+    expect((await post(a, source.token)).matched).toBe(1);
+    await within(WITHIN_MS, matchedOn(b, source.token, 1));
+  });
+
+  it("is not matched once disabled, and again once enabled", async () => {
+    await api(a, "UpdateTrigger", { trigger: { id: triggerId, enabled: false } });
+    expect((await post(a, source.token)).matched).toBe(0);
+    await within(WITHIN_MS, matchedOn(b, source.token, 0));
+    await api(a, "UpdateTrigger", { trigger: { id: triggerId, enabled: true } });
+    await within(WITHIN_MS, matchedOn(b, source.token, 1));
+  });
+
+  it("follows a changed pattern", async () => {
+    await api(a, "UpdateTrigger", { trigger: { id: triggerId, webhook: { sourceId: source.id, eventTypePattern: "invoice.*" } } });
+    await within(WITHIN_MS, matchedOn(b, source.token, 0));
+    await api(a, "UpdateTrigger", { trigger: { id: triggerId, webhook: { sourceId: source.id, eventTypePattern: "**" } } });
+    await within(WITHIN_MS, matchedOn(b, source.token, 1));
+  });
+
+  it("is not matched once its agent is disabled", async () => {
+    await api(a, "UpdateAgent", { agent: { id: agentId, enabled: false } });
+    await within(WITHIN_MS, matchedOn(b, source.token, 0));
+    await api(a, "UpdateAgent", { agent: { id: agentId, enabled: true } });
+    await within(WITHIN_MS, matchedOn(b, source.token, 1));
+  });
+
+  it("is not matched once deleted", async () => {
+    await api(a, "DeleteTrigger", { id: triggerId });
+    expect((await post(a, source.token)).matched).toBe(0);
+    await within(WITHIN_MS, matchedOn(b, source.token, 0));
+  });
+});
+
+describe("a webhook source changed through one process", () => {
+  it("is refused once disabled, and accepted again once enabled", async () => {
+    const source = await newSource("toggled");
+    expect((await post(b, source.token)).status).toBe(202);
+    await api(a, "UpdateWebhookSource", { webhookSource: { id: source.id, enabled: false } });
+    expect((await post(a, source.token)).status).toBe(401);
+    await within(WITHIN_MS, statusOn(b, source.token, 401));
+    await api(a, "UpdateWebhookSource", { webhookSource: { id: source.id, enabled: true } });
+    await within(WITHIN_MS, statusOn(b, source.token, 202));
+  });
+
+  it("refuses a token rotated without grace, and accepts the new one", async () => {
+    const source = await newSource("rotated");
+    expect((await post(b, source.token)).status).toBe(202);
+    const rotated = await api(a, "RotateWebhookSourceToken", { id: source.id, gracePeriod: "0s" });
+    expect((await post(a, source.token)).status).toBe(401);
+    await within(WITHIN_MS, statusOn(b, source.token, 401));
+    expect((await post(b, rotated.token as string)).status).toBe(202);
+  });
+
+  it("refuses a deleted source's token", async () => {
+    const source = await newSource("deleted");
+    expect((await post(b, source.token)).status).toBe(202);
+    await api(a, "DeleteWebhookSource", { id: source.id });
+    await within(WITHIN_MS, statusOn(b, source.token, 401));
+  });
+
+  it("ends a rotated token's grace period on time, with no change to tell it", async () => {
+    const source = await newSource("grace");
+    expect((await post(b, source.token)).status).toBe(202);
+    const rotated = await api(a, "RotateWebhookSourceToken", { id: source.id, gracePeriod: "2s" });
+    const expires = Date.parse((rotated.webhookSource as Json).previousTokenExpireTime as string);
+    // Both tokens are accepted (and cached) in the grace period...
+    await new Promise((r) => setTimeout(r, 300));
+    for (const server of [a, b]) {
+      expect((await post(server, source.token)).status).toBe(202);
+      expect((await post(server, rotated.token as string)).status).toBe(202);
+    }
+    // ...and the old one is refused as soon as it ends.
+    await new Promise((r) => setTimeout(r, Math.max(0, expires - Date.now()) + 10));
+    for (const server of [a, b]) {
+      expect((await post(server, source.token)).status).toBe(401);
+      expect((await post(server, rotated.token as string)).status).toBe(202);
+    }
+  });
+});
+
+describe("runs queued or cancelled through one process", () => {
+  const runsOf = async (triggerId: string) => ((await api(a, "ListRuns", { triggerId })).runs as Json[] | undefined) ?? [];
+
+  it("are started by the other's worker within 1 s, not at its next poll", async () => {
+    const source = await newSource("queued");
+    const trigger = (await api(a, "CreateTrigger", { trigger: { agentId, webhook: { sourceId: source.id, eventTypePattern: "order.*" } } }))
+      .trigger as Json;
+    // `a` has no worker: only `b` runs them, and it sleeps up to 5 s between polls.
+    for (let i = 1; i <= 3; i++) {
+      expect((await post(a, source.token)).matched).toBe(1);
+      await within(WITHIN_MS, async () => (await runsOf(trigger.id as string)).filter((r) => r.status === "RUN_STATUS_SUCCEEDED").length === i);
+    }
+  });
+
+  it("are aborted on the other within 1 s, not at its next heartbeat", async () => {
+    blockingAgentId = ((await api(a, "CreateAgent", { agent: { name: "blocking" } })).agent as Json).id as string;
+    const source = await newSource("cancelled");
+    const trigger = (
+      await api(a, "CreateTrigger", { trigger: { agentId: blockingAgentId, webhook: { sourceId: source.id, eventTypePattern: "order.*" } } })
+    ).trigger as Json;
+    expect((await post(a, source.token)).matched).toBe(1);
+    let runId = "";
+    await within(WITHIN_MS, async () => {
+      const running = (await runsOf(trigger.id as string)).find((r) => r.status === "RUN_STATUS_RUNNING");
+      runId = (running?.id as string | undefined) ?? "";
+      return running !== undefined;
+    });
+    const cancelled = Date.now();
+    await api(a, "CancelRun", { id: runId });
+    await within(WITHIN_MS, async () => aborted.has(runId));
+    expect(aborted.get(runId)! - cancelled).toBeLessThan(WITHIN_MS);
+  });
+});
+
+describe("a schedule trigger created through one process", () => {
+  it("fires its first slot on the other, and stops within 1 s once disabled", async () => {
+    const body = await api(a, "CreateTrigger", { trigger: { agentId, schedule: { cron: "* * * * * *" } } });
+    const trigger = body.trigger as Json;
+    const created = Date.parse(trigger.createTime as string);
+    const firstSlot = Math.floor(created / 1000) * 1000 + 1000;
+    const runs = async () =>
+      ((await api(a, "ListRuns", { triggerId: trigger.id })).runs as Json[] | undefined)?.map((r) => (r.input as Json).scheduled_time as string) ?? [];
+    // Fired by `b`, the only process with a scheduler, by the slot plus one second.
+    await within(firstSlot + WITHIN_MS - Date.now(), async () => (await runs()).includes(new Date(firstSlot).toISOString()));
+
+    await api(a, "UpdateTrigger", { trigger: { id: trigger.id, enabled: false } });
+    await new Promise((r) => setTimeout(r, WITHIN_MS));
+    const fired = (await runs()).length;
+    await new Promise((r) => setTimeout(r, 2000));
+    expect((await runs()).length).toBe(fired);
+  });
+});
