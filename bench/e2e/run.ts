@@ -106,7 +106,9 @@ class Service {
 
   constructor(readonly dir: string, port: number, jwksUrl: string, variant: Variant) {
     this.url = `http://127.0.0.1:${port}`;
-    this.child = spawn(process.execPath, [CLI, "serve"], {
+    // e.g. BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" to see where the service's threads spend their time.
+    const nodeArgs = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean);
+    this.child = spawn(process.execPath, [...nodeArgs, CLI, "serve"], {
       env: {
         PATH: process.env.PATH ?? "",
         AGENTPLANE_DATA_DIR: dir,
