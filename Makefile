@@ -54,6 +54,7 @@ bench: build
 	node dist/bench/management/run.js
 	node dist/bench/webhooks/run.js
 	node dist/bench/isolation/run.js
+	node dist/bench/e2e/run.js
 
 clean:
 	rm -rf dist

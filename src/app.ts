@@ -14,32 +14,20 @@ import { clientErrorHandler, DEFAULT_HTTP_LIMITS, type HttpLimits } from "./surf
 import { healthSurface } from "./surfaces/health.js";
 import { mcpSurface } from "./surfaces/mcp.js";
 import { VERSION } from "./version.js";
-import { createChatModel } from "./integrations/model/chat-model.js";
 import { createOutboundFetch, DEFAULT_OUTBOUND, type OutboundOptions } from "./integrations/outbound/outbound.js";
 import { createSkillPool } from "./integrations/skill-pool-factory.js";
 import type { SkillPool } from "./integrations/mcp-client/skill-pool.js";
 import { restSurface } from "./surfaces/rest.js";
 import { webhookSurface } from "./surfaces/webhooks.js";
-import type { Executor } from "./runtime/executor.js";
+import type { Scheduler } from "./runtime/scheduler.js";
+import type { Worker } from "./runtime/worker.js";
+import { buildRuntime, type Execution, type Runtime, type RuntimeOptions } from "./runtime/runtime.js";
+import type { FromThread } from "./runtime/worker-threads.js";
 import { DEFAULT_RETENTION, Retention } from "./runtime/retention.js";
-import { Scheduler } from "./runtime/scheduler.js";
-import { Worker } from "./runtime/worker.js";
-import { createAgentExecutor } from "./runtime/agent-executor.js";
-import { createToolCaller } from "./runtime/tool-calls.js";
 import { ExpressionSandbox, type SandboxOptions } from "./integrations/expressions/sandbox.js";
 import type { FilterPolicy } from "./service/event-matching.js";
 
-export const DEFAULT_STEP_BUDGET_MS = 1000;
-
-export interface RuntimeOptions {
-  // Default: the agent runtime (tool calls on skills, model loops).
-  executor?: Executor;
-  concurrency: number;
-  leaseMs: number;
-  maxAttempts: number;
-  // The scheduler fires schedule triggers; tests drive it by hand instead.
-  scheduler: boolean;
-}
+export { DEFAULT_STEP_BUDGET_MS, type RuntimeOptions } from "./runtime/runtime.js";
 
 export interface AppOptions {
   store: Store;
@@ -50,8 +38,13 @@ export interface AppOptions {
   metricsToken?: string;
   devIssuer?: DevIssuer;
   webhook?: { maxBytes: number; ratePerSecond: number; burst: number };
-  // Without it, runs are queued but not executed by this process.
+  // Executes runs on this thread (tests; `AGENTPLANE_WORKER_THREADS=0`).
   runtime?: RuntimeOptions;
+  // Executes runs elsewhere in this process (worker threads). With neither,
+  // runs are queued for other processes.
+  execution?: Execution;
+  // "health": only /healthz, /readyz and /metrics (a `worker` process).
+  surfaces?: "all" | "health";
   mcp?: { publicUrl: string; authorizationServers: string[] };
   outbound?: OutboundOptions;
   // Per-tenant caps; defaults from service/limits.ts.
@@ -77,6 +70,8 @@ export interface App {
   skills: SkillPool;
   worker?: Worker;
   scheduler?: Scheduler;
+  // Counts what runtime threads report of their expression evaluations.
+  countExpressions(report: Extract<FromThread, { type: "expressions" }>): void;
   // Starts the worker and scheduler (after listen).
   start(): void;
   // Stops accepting, finishes or releases in-flight runs; the store stays open.
@@ -117,14 +112,13 @@ export async function buildApp(options: AppOptions): Promise<App> {
   });
   // One warning per trigger per minute, not one per event.
   const warned = new Map<string, number>();
-  let worker: Worker | undefined;
-  let scheduler: Scheduler | undefined;
+  let execution: Execution | undefined = options.execution;
   const platform = createPlatform({
     ...options,
     skills,
     webhookRate: options.webhook && { perSecond: options.webhook.ratePerSecond, burst: options.webhook.burst },
-    onRunsQueued: () => worker?.wake(),
-    onRunCancelled: (id) => worker?.cancel(id),
+    onRunsQueued: () => execution?.wake(),
+    onRunCancelled: (id) => execution?.cancel(id),
     sandbox,
     filterPolicy: options.expressions?.filter,
     onFilterFailure: (trigger, reason, message) => {
@@ -136,60 +130,56 @@ export async function buildApp(options: AppOptions): Promise<App> {
       log.warn({ tenant: trigger.tenantId, trigger: trigger.id, reason, error: message }, "trigger filter failed; the event does not match it");
     },
   });
+  let runtime: Runtime | undefined;
   if (options.runtime) {
-    const { concurrency, leaseMs, maxAttempts } = options.runtime;
-    const executor =
-      options.runtime.executor ??
-      createAgentExecutor({
-        store: options.store,
-        secrets: options.secrets,
-        tools: createToolCaller(skills, options.secrets),
-        models: createChatModel({ fetch: guardedFetch }),
-        log,
-        sandbox,
-        stepBudgetMs: options.expressions?.stepBudgetMs ?? DEFAULT_STEP_BUDGET_MS,
-      });
-    worker = new Worker({ queue: options.store.queue, signals: options.store.signals, executor, log, concurrency, leaseMs, maxAttempts });
-    if (options.runtime.scheduler)
-      scheduler = new Scheduler({
-        store: options.store.schedules,
-        signals: options.store.signals,
-        log,
-        onRunsQueued: () => worker?.wake(),
-        maxQueuedRuns: (options.quotas ?? DEFAULT_QUOTAS).queuedRuns,
-      });
+    runtime = buildRuntime({
+      ...options.runtime,
+      store: options.store,
+      secrets: options.secrets,
+      log,
+      tools: { fetch: guardedFetch, skills, sandbox },
+      stepBudgetMs: options.expressions?.stepBudgetMs,
+      maxQueuedRuns: (options.quotas ?? DEFAULT_QUOTAS).queuedRuns,
+    });
+    execution = runtime;
   }
   const retention = new Retention({ store: options.store.retention, log, ...(options.retention ?? DEFAULT_RETENTION) });
   metrics.instrument(server);
 
   await server.register(healthSurface, { store: options.store, registry: metrics.registry, metricsToken: options.metricsToken });
-  await server.register(connectSurface, { platform, readMaxBytes: limits.maxBodyBytes });
-  await server.register(restSurface, { platform });
-  await server.register(mcpSurface, {
-    platform,
-    publicUrl: options.mcp?.publicUrl ?? "http://localhost",
-    authorizationServers: options.mcp?.authorizationServers ?? [],
-    version: VERSION,
-  });
-  await server.register(webhookSurface, { ingestion: platform.webhooks, maxBytes: options.webhook?.maxBytes ?? 1024 * 1024 });
-  if (options.devIssuer) await server.register(devIssuerSurface, { issuer: options.devIssuer });
+  const api = (options.surfaces ?? "all") === "all";
+  if (api) {
+    await server.register(connectSurface, { platform, readMaxBytes: limits.maxBodyBytes });
+    await server.register(restSurface, { platform });
+    await server.register(mcpSurface, {
+      platform,
+      publicUrl: options.mcp?.publicUrl ?? "http://localhost",
+      authorizationServers: options.mcp?.authorizationServers ?? [],
+      version: VERSION,
+    });
+    await server.register(webhookSurface, { ingestion: platform.webhooks, maxBytes: options.webhook?.maxBytes ?? 1024 * 1024 });
+    if (options.devIssuer) await server.register(devIssuerSurface, { issuer: options.devIssuer });
+  }
   return {
     server,
     platform,
     skills,
-    worker,
-    scheduler,
+    worker: runtime?.worker,
+    scheduler: runtime?.scheduler,
+    countExpressions(report) {
+      for (const [use, reason, n] of report.overruns) metrics.expressionOverruns.inc({ use, reason }, n);
+      for (const [use, where, n] of report.placed) metrics.expressionEvaluations.inc({ use, where }, n);
+    },
     start() {
-      sandbox.warm();
-      worker?.start();
-      scheduler?.start();
+      // Trigger filters (API) and step arguments (a runtime here) evaluate in it.
+      if (api || runtime) sandbox.warm();
+      execution?.start();
       retention.start();
     },
     async stop(graceMs) {
-      scheduler?.stop();
       await retention.stop();
       await server.close();
-      await worker?.stop(graceMs);
+      await execution?.stop(graceMs);
       await skills.close();
       await sandbox.close();
     },

@@ -1,5 +1,6 @@
 // Configuration from AGENTPLANE_* environment variables. Every variable is
 // listed in the README's configuration table; keep the two in step.
+import { availableParallelism } from "node:os";
 import { join, resolve } from "node:path";
 import { INTROSPECTION_DEFAULTS, type IntrospectionOptions } from "./integrations/identity/introspection.js";
 import type { JwtOptions } from "./integrations/identity/jwt.js";
@@ -15,7 +16,15 @@ export type AuthConfig =
   // The embedded issuer of `agentplane dev`; `serve` never selects it.
   | { mode: "dev"; audience: string; clockToleranceSeconds: number };
 
+// What one `serve` process does: `api` the HTTP surfaces (runs are queued for
+// other processes), `worker` executes runs and fires schedules, `all` both.
+export type Role = "api" | "worker" | "all";
+export const ROLES: readonly Role[] = ["api", "worker", "all"];
+
 export interface Config extends StoreConfig {
+  role: Role;
+  // Threads executing runs beside the HTTP thread (0: on the HTTP thread).
+  workerThreads: number;
   host: string;
   port: number;
   publicUrl: string;
@@ -178,7 +187,12 @@ function parseHttpLimits(env: Env, problems: string[]): HttpLimits {
 export interface LoadOptions {
   // `agentplane dev`: embedded issuer, loopback, generated secret key.
   dev?: boolean;
+  // `serve --role`, ahead of AGENTPLANE_ROLE.
+  role?: string;
 }
+
+// One core for HTTP and ingest, the others for executing runs.
+export const DEFAULT_WORKER_THREADS = Math.max(1, availableParallelism() - 1);
 
 export interface StoreConfig {
   dataDir: string;
@@ -253,7 +267,11 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     filterBudgetMs: positiveInt(env, "AGENTPLANE_FILTER_BUDGET_MS", 50, problems),
     stepBudgetMs: positiveInt(env, "AGENTPLANE_STEP_EXPRESSION_BUDGET_MS", 1000, problems),
   };
+  const role = options.role ?? str(env, "AGENTPLANE_ROLE") ?? "all";
+  if (!(ROLES as readonly string[]).includes(role)) problems.push(`AGENTPLANE_ROLE (or --role) must be ${ROLES.slice(0, -1).join(", ")} or ${ROLES.at(-1)}, got "${role}"`);
   const config: Config = {
+    role: role as Role, // checked above; a problem stops the load
+    workerThreads: int(env, "AGENTPLANE_WORKER_THREADS", DEFAULT_WORKER_THREADS, problems),
     host,
     port,
     publicUrl,

@@ -50,6 +50,8 @@ class DevProcess {
         AGENTPLANE_HOST: HOST,
         AGENTPLANE_RUN_LEASE_SECONDS: String(LEASE_SECONDS),
         AGENTPLANE_WORKER_CONCURRENCY: "1",
+        // One runtime thread: one run at a time, on any machine.
+        AGENTPLANE_WORKER_THREADS: "1",
         // The agent's tool runs on a customer MCP server on loopback.
         AGENTPLANE_OUTBOUND_ALLOW: "127.0.0.0/8",
         // The load below is far above the default 100/s, burst 200 per source.

@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Role } from "../../gen/platform/v1/common_pb.js";
-import { buildApp } from "../app.js";
+import { buildApp, type App } from "../app.js";
 import { loadConfig, loadQuotas, loadStoreConfig, type Config, type StoreConfig } from "../config.js";
 import { DevIssuer } from "../integrations/identity/dev-issuer.js";
 import { createAuthenticator, type Authenticator } from "../integrations/identity/index.js";
@@ -14,8 +14,11 @@ import { createPlatform } from "../service/platform.js";
 import { createOutboundFetch } from "../integrations/outbound/outbound.js";
 import { createSkillPool } from "../integrations/skill-pool-factory.js";
 import { createSqliteStore } from "../store/sqlite/store.js";
+import { WorkerThreads } from "../runtime/worker-threads.js";
+import { expressionOptions, runtimeOptions } from "./runtime-settings.js";
+import type { ThreadData } from "./worker-thread.js";
 
-function openStore(config: StoreConfig = loadStoreConfig()) {
+export function openStore(config: StoreConfig = loadStoreConfig()) {
   return createSqliteStore({
     path: config.sqlitePath,
     synchronous: config.sqliteSynchronous,
@@ -88,17 +91,35 @@ export async function memberAdd(
   console.log(`added ${member?.subject} to ${tenant} as ${role}`);
 }
 
-async function serveWith(
-  config: Config,
-  logger: Logger,
-  authenticator: Authenticator,
-  secrets: SecretBox,
-  devIssuer?: DevIssuer,
-) {
+// Where runs execute: worker threads (`AGENTPLANE_WORKER_THREADS`), this
+// thread (0 threads), or another process (role api).
+function execution(config: Config, logger: Logger, secretKey: string, report: (r: Parameters<App["countExpressions"]>[0]) => void) {
+  if (config.role === "api") {
+    logger.info("role api: runs are queued here and executed by worker processes");
+    return {};
+  }
+  if (config.workerThreads === 0) {
+    logger.info({ role: config.role }, "runs execute on the HTTP thread");
+    return { runtime: runtimeOptions(config, true) };
+  }
+  logger.info({ role: config.role }, `runs execute in ${config.workerThreads} worker threads`);
+  const threads = new WorkerThreads({
+    entry: new URL("./worker-thread.js", import.meta.url),
+    threads: config.workerThreads,
+    // One scheduler per process: thread 0's.
+    data: (index): ThreadData => ({ config, secretKey, index, scheduler: index === 0 }),
+    log: logger,
+    onReport: report,
+  });
+  return { execution: threads };
+}
+
+async function serveWith(config: Config, logger: Logger, authenticator: Authenticator, secretKey: string, devIssuer?: DevIssuer) {
   const store = openStore(config);
-  const app = await buildApp({
+  // Reports arrive from the threads only once the app has started them.
+  const app: App = await buildApp({
     store,
-    secrets,
+    secrets: SecretBox.fromBase64(secretKey),
     authenticator,
     logger,
     tenantClaim: config.tenantClaim,
@@ -107,25 +128,13 @@ async function serveWith(
     mcp: { publicUrl: config.publicUrl, authorizationServers: config.mcpAuthorizationServers },
     webhook: { maxBytes: config.webhookMaxBytes, ratePerSecond: config.webhookRatePerSecond, burst: config.webhookBurst },
     outbound: config.outbound,
-    expressions: {
-      sandbox: {
-        workers: config.expressions.workers,
-        maxDepth: config.expressions.maxDepth,
-        memoryMb: config.expressions.memoryMb,
-        inlineMsPerSecond: config.expressions.inlineMsPerSecond,
-      },
-      filter: { budgetMs: config.expressions.filterBudgetMs },
-      stepBudgetMs: config.expressions.stepBudgetMs,
-    },
+    expressions: expressionOptions(config),
     quotas: config.quotas,
     jsonMaxDepth: config.jsonMaxDepth,
+    retention: { days: config.retentionDays, batch: config.retentionBatch },
     http: config.http,
-    runtime: {
-      concurrency: config.workerConcurrency,
-      leaseMs: config.runLeaseMs,
-      maxAttempts: config.runMaxAttempts,
-      scheduler: true,
-    },
+    surfaces: config.role === "worker" ? "health" : "all",
+    ...execution(config, logger, secretKey, (report) => app.countExpressions(report)),
   });
   const { server } = app;
   await server.listen({ host: config.host, port: config.port });
@@ -141,11 +150,11 @@ async function serveWith(
   return { store, server };
 }
 
-export async function serve(): Promise<void> {
-  const config = loadConfig();
+export async function serve(role?: string): Promise<void> {
+  const config = loadConfig(process.env, { role });
   if (config.auth.mode === "dev") throw new Error("unreachable: serve never runs the dev issuer");
   const logger = createLogger(config.logLevel);
-  await serveWith(config, logger, createAuthenticator(config.auth, { log: logger }), SecretBox.fromBase64(config.secretKey!));
+  await serveWith(config, logger, createAuthenticator(config.auth, { log: logger }), config.secretKey!);
 }
 
 // The dev secret key is generated once and kept in the data dir, so sealed
@@ -160,11 +169,12 @@ function devSecretKey(dataDir: string): string {
 }
 
 export async function dev(): Promise<void> {
-  const config = loadConfig(process.env, { dev: true });
+  const config = loadConfig(process.env, { dev: true, role: "all" });
   if (config.auth.mode !== "dev") throw new Error("unreachable");
   const issuer = await DevIssuer.load(config.dataDir, config.publicUrl, config.auth.audience);
-  const secrets = SecretBox.fromBase64(config.secretKey ?? devSecretKey(config.dataDir));
-  const { store } = await serveWith(config, createLogger(config.logLevel), issuer.authenticator(config.auth.clockToleranceSeconds), secrets, issuer);
+  const secretKey = config.secretKey ?? devSecretKey(config.dataDir);
+  const secrets = SecretBox.fromBase64(secretKey);
+  const { store } = await serveWith(config, createLogger(config.logLevel), issuer.authenticator(config.auth.clockToleranceSeconds), secretKey, issuer);
   if (!(await store.tenants.get("dev"))) {
     const platform = createPlatform({
       store,

@@ -5,7 +5,8 @@ import { dev, memberAdd, migrate, serve, sourceCreate, tenantCreate } from "./co
 import { probeSkill } from "./probe.js";
 
 const USAGE = `usage:
-  agentplane serve                                   run the service (configured by AGENTPLANE_* variables)
+  agentplane serve [--role api|worker|all]          run the service (configured by AGENTPLANE_* variables);
+                                                     api: HTTP only, worker: executes runs, all (default): both
   agentplane dev                                     run locally: SQLite in ./data, embedded token issuer
   agentplane migrate                                 apply database migrations
   agentplane tenant create <slug> [--admin <subject>] [--display-name <name>]
@@ -21,7 +22,8 @@ async function main(argv: string[]): Promise<void> {
     options: {
       admin: { type: "string" },
       "display-name": { type: "string" },
-      role: { type: "string", default: "viewer" },
+      // member add: admin|viewer (default viewer); serve: api|worker|all.
+      role: { type: "string" },
       url: { type: "string" },
       bearer: { type: "string" },
       issuer: { type: "string" },
@@ -36,7 +38,7 @@ async function main(argv: string[]): Promise<void> {
   if (values.help || !command) return void console.log(USAGE);
   switch (`${command}${sub && command !== "serve" && command !== "dev" && command !== "migrate" ? " " + sub : ""}`) {
     case "serve":
-      return serve();
+      return serve(values.role);
     case "dev":
       return dev();
     case "migrate":
@@ -64,7 +66,7 @@ async function main(argv: string[]): Promise<void> {
     }
     case "member add":
       if (!rest[0] || !rest[1]) throw new UsageError("member add needs a tenant and a subject");
-      return memberAdd(rest[0], rest[1], values.role);
+      return memberAdd(rest[0], rest[1], values.role ?? "viewer");
     default:
       throw new UsageError(`unknown command "${positionals.join(" ")}"`);
   }

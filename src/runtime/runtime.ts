@@ -1,0 +1,137 @@
+// The runtime side of the service, constructible apart from the HTTP side:
+// the worker that claims and executes runs, the scheduler, and the executor
+// with what it needs (skills behind the outbound guard, models, the
+// expression sandbox). One per thread that executes runs.
+import type { Logger } from "pino";
+import { ExpressionSandbox, type Mode, type OverrunKind, type SandboxOptions } from "../integrations/expressions/sandbox.js";
+import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
+import { createChatModel } from "../integrations/model/chat-model.js";
+import type { FetchLike } from "../integrations/outbound/guarded-fetch.js";
+import { createOutboundFetch, type OutboundOptions } from "../integrations/outbound/outbound.js";
+import { createSkillPool } from "../integrations/skill-pool-factory.js";
+import type { SecretBox } from "../lib/secret-box.js";
+import type { Store } from "../store/store.js";
+import { createAgentExecutor } from "./agent-executor.js";
+import type { Executor } from "./executor.js";
+import { Scheduler } from "./scheduler.js";
+import { createToolCaller } from "./tool-calls.js";
+import { Worker } from "./worker.js";
+
+export const DEFAULT_STEP_BUDGET_MS = 1000;
+
+export interface RuntimeOptions {
+  // Default: the agent runtime (tool calls on skills, model loops).
+  executor?: Executor;
+  // Runs executing at once in this runtime.
+  concurrency: number;
+  leaseMs: number;
+  maxAttempts: number;
+  // The scheduler fires schedule triggers: one per process group (tests
+  // drive it by hand instead).
+  scheduler: boolean;
+}
+
+// What executes runs, wherever it is: a runtime on this thread, or worker
+// threads. The API side tells it about runs it queued or cancelled.
+export interface Execution {
+  wake(): void;
+  cancel(runId: string): void;
+  start(): void;
+  // Stops claiming, finishes or releases in-flight runs within `graceMs`.
+  stop(graceMs?: number): Promise<void>;
+}
+
+// The outbound guard, skill connections and sandbox a runtime executes with;
+// on a thread that also serves the API they are the API's own.
+export interface RuntimeTools {
+  fetch: FetchLike;
+  skills: SkillPool;
+  sandbox: ExpressionSandbox;
+}
+
+export interface BuildRuntimeOptions extends RuntimeOptions {
+  store: Store;
+  secrets: SecretBox;
+  log: Logger;
+  // Shared tools; without them the runtime builds (and closes) its own from
+  // `outbound` and `sandbox`.
+  tools?: RuntimeTools;
+  outbound?: OutboundOptions;
+  sandbox?: Partial<Omit<SandboxOptions, "onOverrun" | "onPlaced">>;
+  // Counted by the runtime's own sandbox (for metrics).
+  onExpression?: { overrun(mode: Mode, kind: OverrunKind): void; placed(mode: Mode, where: "inline" | "sandbox"): void };
+  stepBudgetMs?: number;
+  // A schedule slot is skipped for a tenant with this many queued runs.
+  maxQueuedRuns?: number;
+  // Schedule slots queued runs: other runtimes of the process group may
+  // claim them too.
+  onRunsQueued?: () => void;
+}
+
+export interface Runtime extends Execution {
+  worker: Worker;
+  scheduler?: Scheduler;
+}
+
+export function buildRuntime(options: BuildRuntimeOptions): Runtime {
+  const { store, log } = options;
+  const own = !options.tools;
+  const fetch = options.tools?.fetch ?? createOutboundFetch(options.outbound);
+  const tools: RuntimeTools = options.tools ?? {
+    fetch,
+    skills: createSkillPool(fetch, options.outbound),
+    sandbox: new ExpressionSandbox({
+      ...options.sandbox,
+      onOverrun: (mode, kind) => options.onExpression?.overrun(mode, kind),
+      onPlaced: (mode, where) => options.onExpression?.placed(mode, where),
+    }),
+  };
+  const executor =
+    options.executor ??
+    createAgentExecutor({
+      store,
+      secrets: options.secrets,
+      tools: createToolCaller(tools.skills, options.secrets),
+      models: createChatModel({ fetch: tools.fetch }),
+      log,
+      sandbox: tools.sandbox,
+      stepBudgetMs: options.stepBudgetMs ?? DEFAULT_STEP_BUDGET_MS,
+    });
+  const { concurrency, leaseMs, maxAttempts } = options;
+  const worker = new Worker({ queue: store.queue, executor, log, concurrency, leaseMs, maxAttempts });
+  const scheduler = options.scheduler
+    ? new Scheduler({
+        store: store.schedules,
+        // Trigger changes anywhere re-tick it at once.
+        signals: store.signals,
+        log,
+        onRunsQueued: () => {
+          worker.wake();
+          options.onRunsQueued?.();
+        },
+        maxQueuedRuns: options.maxQueuedRuns ?? Infinity,
+      })
+    : undefined;
+  // What other processes did, as the store reports it. Not bound: a test may
+  // replace the worker's wake().
+  const unsubscribe = [store.signals.onRunsQueued(() => worker.wake()), store.signals.onRunCancelled((id) => worker.cancel(id))];
+  return {
+    worker,
+    scheduler,
+    wake: () => worker.wake(),
+    cancel: (id) => worker.cancel(id),
+    start() {
+      worker.start();
+      scheduler?.start();
+    },
+    async stop(graceMs) {
+      for (const off of unsubscribe) off();
+      scheduler?.stop();
+      await worker.stop(graceMs);
+      if (own) {
+        await tools.skills.close();
+        await tools.sandbox.close();
+      }
+    },
+  };
+}

@@ -1,0 +1,107 @@
+// Runs executed in worker threads, each with its own store connection and
+// runtime, so that executing runs does not take the HTTP thread's time. The
+// threads claim through the store like separate processes would; this side
+// only passes on what the API did (runs queued, runs cancelled), restarts a
+// thread that died, and stops them all on shutdown.
+import { Worker as Thread } from "node:worker_threads";
+import type { Logger } from "pino";
+import type { Execution } from "./runtime.js";
+
+// From the HTTP thread to a runtime thread.
+export type ToThread = { type: "wake" } | { type: "cancel"; runId: string } | { type: "stop"; graceMs: number };
+
+// From a runtime thread: it queued runs (schedule slots), or the counts of
+// its expression evaluations since its last report (for metrics).
+export type FromThread =
+  | { type: "runsQueued" }
+  | { type: "expressions"; overruns: [use: string, reason: string, n: number][]; placed: [use: string, where: string, n: number][] };
+
+export interface WorkerThreadsOptions {
+  // The thread's module; it reads `data(index)` as its workerData.
+  entry: URL;
+  threads: number;
+  data(index: number): unknown;
+  log: Logger;
+  onReport?(report: Extract<FromThread, { type: "expressions" }>): void;
+  // Wait before a thread that died is started again.
+  restartDelayMs?: number;
+}
+
+// Beyond the grace given to in-flight runs, for the thread to release the
+// rest and close its store.
+const STOP_SLACK_MS = 5_000;
+
+export class WorkerThreads implements Execution {
+  readonly #o: WorkerThreadsOptions;
+  readonly #threads: (Thread | undefined)[];
+  readonly #exits = new Map<Thread, Promise<void>>();
+  #stopping = false;
+  #wakePending = false;
+
+  constructor(options: WorkerThreadsOptions) {
+    this.#o = options;
+    this.#threads = new Array<Thread | undefined>(options.threads).fill(undefined);
+  }
+
+  start(): void {
+    for (let i = 0; i < this.#threads.length; i++) this.#spawn(i);
+  }
+
+  // Coalesced: one message per thread per event-loop turn, however many
+  // ingests queued runs in it.
+  wake(): void {
+    if (this.#wakePending) return;
+    this.#wakePending = true;
+    setImmediate(() => {
+      this.#wakePending = false;
+      this.#post({ type: "wake" });
+    });
+  }
+
+  // The run may execute on any thread; the others ignore it.
+  cancel(runId: string): void {
+    this.#post({ type: "cancel", runId });
+  }
+
+  async stop(graceMs = 10_000): Promise<void> {
+    this.#stopping = true;
+    this.#post({ type: "stop", graceMs });
+    const exits = [...this.#exits.values()];
+    const late = setTimeout(() => {
+      for (const thread of this.#threads) void thread?.terminate();
+    }, graceMs + STOP_SLACK_MS);
+    await Promise.all(exits);
+    clearTimeout(late);
+  }
+
+  #post(message: ToThread): void {
+    for (const thread of this.#threads) thread?.postMessage(message);
+  }
+
+  #spawn(index: number): void {
+    const { log } = this.#o;
+    const thread = new Thread(this.#o.entry, { workerData: this.#o.data(index), name: `runtime-${index}` });
+    this.#threads[index] = thread;
+    thread.on("message", (message: FromThread) => {
+      if (message.type === "runsQueued") this.wake();
+      else this.#o.onReport?.(message);
+    });
+    thread.on("error", (err) => log.error({ err, thread: index }, "runtime thread failed"));
+    this.#exits.set(
+      thread,
+      new Promise((resolve) =>
+        thread.once("exit", (code) => {
+          this.#exits.delete(thread);
+          this.#threads[index] = undefined;
+          resolve();
+          if (this.#stopping) return;
+          // Its runs' leases expire and are claimed again, here or elsewhere.
+          log.error({ thread: index, code }, "runtime thread exited; starting it again");
+          setTimeout(() => {
+            if (!this.#stopping) this.#spawn(index);
+          }, this.#o.restartDelayMs ?? 1000).unref();
+        }),
+      ),
+    );
+  }
+}

@@ -1,0 +1,253 @@
+// `agentplane serve --role api|worker|all` as an operator runs it (the built
+// binary): an api process only queues runs, a worker process on the same
+// SQLite file executes them, and `all` executes runs in worker threads that
+// a cancel through the API and a SIGTERM still reach.
+import { spawn, execFile, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import Database from "better-sqlite3";
+import { exportJWK, generateKeyPair, SignJWT } from "jose";
+import { freeLoopbackPort } from "./support/listen.js";
+import { startJwksServer, type JwksServer } from "./support/jwks-server.js";
+import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
+
+const exec = promisify(execFile);
+const CLI = join(process.cwd(), "dist/src/cli/main.js");
+const HOST = "127.0.0.1";
+const ISSUER = "https://idp.roles.test";
+const AUDIENCE = "https://api.roles.test";
+const OPERATOR = "ops";
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+async function waitFor<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined> | T | undefined, everyMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}
+
+const children = new Set<ChildProcess>();
+let jwks: JwksServer;
+let token: string;
+let customer: CustomerMcp;
+const dirs: string[] = [];
+
+// One `agentplane serve` process with `args` on a data dir.
+class Serve {
+  readonly child: ChildProcess;
+  readonly port: number;
+  output = "";
+  exitCode: number | null | undefined;
+  readonly exit: Promise<void>;
+
+  constructor(dataDir: string, port: number, args: string[], env: Record<string, string> = {}) {
+    this.port = port;
+    this.child = spawn(process.execPath, [CLI, "serve", ...args], {
+      env: {
+        PATH: process.env.PATH ?? "",
+        AGENTPLANE_DATA_DIR: dataDir,
+        AGENTPLANE_PORT: String(port),
+        AGENTPLANE_HOST: HOST,
+        AGENTPLANE_AUTH_MODE: "jwt",
+        AGENTPLANE_JWT_ISSUER: ISSUER,
+        AGENTPLANE_JWT_AUDIENCE: AUDIENCE,
+        AGENTPLANE_JWKS_URL: jwks.url,
+        AGENTPLANE_SECRET_KEY: Buffer.alloc(32, 7).toString("base64"),
+        AGENTPLANE_OUTBOUND_ALLOW: "127.0.0.0/8",
+        AGENTPLANE_LOG_LEVEL: "info",
+        ...env,
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    children.add(this.child);
+    const keep = (chunk: Buffer) => {
+      this.output += chunk.toString("utf8");
+      if (this.output.length > 200_000) this.output = this.output.slice(-100_000);
+    };
+    this.child.stdout!.on("data", keep);
+    this.child.stderr!.on("data", keep);
+    this.exit = new Promise((resolve) =>
+      this.child.once("exit", (code) => {
+        this.exitCode = code;
+        children.delete(this.child);
+        resolve();
+      }),
+    );
+  }
+
+  get url(): string {
+    return `http://${HOST}:${this.port}`;
+  }
+
+  async ready(): Promise<void> {
+    await waitFor("agentplane serve to be ready", 15_000, async () => {
+      if (this.exitCode !== undefined) throw new Error(`agentplane serve exited early (${this.exitCode}):\n${this.output}`);
+      return fetch(`${this.url}/readyz`).then(
+        async (r) => (await r.arrayBuffer(), r.status === 200 ? true : undefined),
+        () => undefined,
+      );
+    });
+  }
+
+  async call<T>(method: string, body: unknown): Promise<T> {
+    const res = await fetch(`${this.url}/platform.v1.PlatformService/${method}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "x-platform-tenant": "acme", "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    const text = await res.text();
+    if (res.status !== 200) throw new Error(`${method}: ${res.status} ${text}`);
+    return JSON.parse(text) as T;
+  }
+
+  async stop(): Promise<void> {
+    if (this.exitCode === undefined) this.child.kill("SIGTERM");
+    await this.exit;
+  }
+}
+
+// A data dir with tenant acme (admin: the operator) created by the CLI.
+async function dataDir(): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), "agentplane-roles-"));
+  dirs.push(dir);
+  await exec(process.execPath, [CLI, "tenant", "create", "acme", "--admin", OPERATOR], { env: { PATH: process.env.PATH ?? "", AGENTPLANE_DATA_DIR: dir } });
+  return dir;
+}
+
+interface Run {
+  id: string;
+  status: string;
+}
+
+// Creates the customer skill and an agent whose one step calls `tool`.
+async function agentCalling(api: Serve, tool: string, args: string): Promise<string> {
+  const { skill } = await api.call<{ skill: { id: string } }>("CreateSkill", { skill: { name: `tools-${tool}`, mcpUrl: customer.url } });
+  const { agent } = await api.call<{ agent: { id: string } }>("CreateAgent", {
+    agent: { name: `calls-${tool}`, skillIds: [skill.id], steps: [{ skillId: skill.id, tool, arguments: args }] },
+  });
+  return agent.id;
+}
+
+const runAgent = async (api: Serve, agentId: string) => (await api.call<{ run: Run }>("RunAgent", { id: agentId })).run;
+const getRun = async (api: Serve, id: string) => (await api.call<{ run: Run }>("GetRun", { id })).run;
+
+function storedRun(dir: string, id: string): { status: string; lease_owner: string | null } {
+  const db = new Database(join(dir, "agentplane.db"), { readonly: true, fileMustExist: true });
+  try {
+    return db.prepare<[string], { status: string; lease_owner: string | null }>("select status, lease_owner from runs where id = ?").get(id)!;
+  } finally {
+    db.close();
+  }
+}
+
+const runStatus = (api: Serve, id: string, status: string, timeoutMs: number) =>
+  waitFor(`run ${id} to be ${status}`, timeoutMs, async () => ((await getRun(api, id)).status === status ? true : undefined), 50);
+
+beforeAll(async () => {
+  const { privateKey, publicKey } = await generateKeyPair("RS256");
+  jwks = await startJwksServer([{ ...(await exportJWK(publicKey)), kid: "k1", alg: "RS256", use: "sig" }]);
+  token = await new SignJWT({ scope: "platform:read platform:write", client_id: OPERATOR })
+    .setProtectedHeader({ alg: "RS256", kid: "k1", typ: "at+jwt" })
+    .setIssuer(ISSUER)
+    .setAudience(AUDIENCE)
+    .setSubject(OPERATOR)
+    .setIssuedAt()
+    .setExpirationTime("10m")
+    .sign(privateKey);
+  customer = await startOpenMcp();
+});
+
+afterAll(async () => {
+  for (const child of children) child.kill("SIGKILL");
+  await sleep(100);
+  await customer?.close();
+  await jwks?.close();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("agentplane serve --role", () => {
+  it("api queues runs without executing them; a worker process on the same database executes them", async () => {
+    const dir = await dataDir();
+    const api = new Serve(dir, await freeLoopbackPort(), ["--role", "api"]);
+    await api.ready();
+    const agentId = await agentCalling(api, "echo", '{"text": "hi"}');
+    const run = await runAgent(api, agentId);
+    expect(run.status).toBe("RUN_STATUS_QUEUED");
+    await sleep(1500);
+    expect((await getRun(api, run.id)).status).toBe("RUN_STATUS_QUEUED");
+    expect(customer.toolCalls().filter((c) => c.name === "echo")).toEqual([]);
+
+    // AGENTPLANE_ROLE selects the role as well as the flag does.
+    const worker = new Serve(dir, await freeLoopbackPort(), [], { AGENTPLANE_ROLE: "worker" });
+    await worker.ready();
+    // Health only: the worker serves none of the API.
+    expect((await fetch(`${worker.url}/platform.v1.PlatformService/ListAgents`, { method: "POST", body: "{}" })).status).toBe(404);
+    expect((await fetch(`${worker.url}/api/v1/agents`)).status).toBe(404);
+    expect((await fetch(`${worker.url}/healthz`)).status).toBe(200);
+
+    await runStatus(api, run.id, "RUN_STATUS_SUCCEEDED", 15_000);
+    expect(storedRun(dir, run.id).status).toBe("succeeded");
+    expect(customer.toolCalls().filter((c) => c.name === "echo")).toEqual([{ name: "echo", arguments: { text: "hi" } }]);
+    await Promise.all([api.stop(), worker.stop()]);
+    expect([api.exitCode, worker.exitCode]).toEqual([0, 0]);
+  }, 45_000);
+
+  it("all executes runs in worker threads, and a cancel through the API aborts a run executing in one at once", async () => {
+    const dir = await dataDir();
+    // One run at a time per thread, two threads: the cancelled run's thread
+    // must take the next run right away, not after the lease heartbeat (10 s).
+    const serve = new Serve(dir, await freeLoopbackPort(), [], { AGENTPLANE_WORKER_THREADS: "2", AGENTPLANE_WORKER_CONCURRENCY: "1" });
+    await serve.ready();
+    expect(serve.output).toContain("runs execute in 2 worker threads");
+    const slow = await agentCalling(serve, "slow", '{"ms": 60000}');
+    const quick = await agentCalling(serve, "echo", '{"text": "after"}');
+
+    const long = [await runAgent(serve, slow), await runAgent(serve, slow)];
+    for (const r of long) await runStatus(serve, r.id, "RUN_STATUS_RUNNING", 5_000);
+    const next = await runAgent(serve, quick);
+    await sleep(300);
+    expect((await getRun(serve, next.id)).status).toBe("RUN_STATUS_QUEUED");
+
+    const cancelledAt = Date.now();
+    const { run: cancelled } = await serve.call<{ run: Run }>("CancelRun", { id: long[0]!.id });
+    expect(cancelled.status).toBe("RUN_STATUS_CANCELLED");
+    await runStatus(serve, next.id, "RUN_STATUS_SUCCEEDED", 5_000);
+    expect(Date.now() - cancelledAt).toBeLessThan(1500);
+
+    await serve.call("CancelRun", { id: long[1]!.id });
+    await serve.stop();
+    expect(serve.exitCode).toBe(0);
+  }, 45_000);
+
+  it("SIGTERM lets a run in flight in a worker thread finish, then exits", async () => {
+    const dir = await dataDir();
+    const serve = new Serve(dir, await freeLoopbackPort(), ["--role", "all"], { AGENTPLANE_WORKER_THREADS: "1" });
+    await serve.ready();
+    const agentId = await agentCalling(serve, "slow", '{"ms": 1500}');
+    const run = await runAgent(serve, agentId);
+    await runStatus(serve, run.id, "RUN_STATUS_RUNNING", 5_000);
+    serve.child.kill("SIGTERM");
+    await serve.exit;
+    expect(serve.exitCode).toBe(0);
+    expect(storedRun(dir, run.id)).toEqual({ status: "succeeded", lease_owner: null });
+    expect(serve.output).toContain("shutting down");
+  }, 30_000);
+
+  it("refuses an unknown role, naming the choices", async () => {
+    const dir = await dataDir();
+    const res = await exec(process.execPath, [CLI, "serve", "--role", "both"], {
+      env: { PATH: process.env.PATH ?? "", AGENTPLANE_DATA_DIR: dir, AGENTPLANE_AUTH_MODE: "jwt", AGENTPLANE_JWT_ISSUER: ISSUER, AGENTPLANE_JWT_AUDIENCE: AUDIENCE },
+    }).then(
+      () => ({ code: 0, stderr: "" }),
+      (e: { code: number; stderr: string }) => e,
+    );
+    expect(res.code).toBe(1);
+    expect(res.stderr).toContain('AGENTPLANE_ROLE (or --role) must be api, worker or all, got "both"');
+  });
+});
