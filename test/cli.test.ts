@@ -89,7 +89,7 @@ describe("agentplane CLI", () => {
       const allow = { AGENTPLANE_OUTBOUND_ALLOW: "127.0.0.0/8" };
       const ok = await agentplane(["skill", "probe", "--url", open.url], allow);
       expect(ok.code).toBe(0);
-      expect(ok.stdout).toContain("4 tool(s)");
+      expect(ok.stdout).toContain("5 tool(s)");
       expect(ok.stdout).toContain("  echo");
       const refused = await agentplane(["skill", "probe", "--url", guarded.url, "--bearer", "wrong"], allow);
       expect(refused.code).toBe(1);

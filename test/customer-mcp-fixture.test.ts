@@ -54,7 +54,7 @@ describe("startOpenMcp", () => {
   it("lists and calls the tools through the SDK client", async () => {
     expect(mcp.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
     const { tools } = await client.listTools();
-    expect(tools.map((t) => t.name).sort()).toEqual(["add", "echo", "fail", "slow"]);
+    expect(tools.map((t) => t.name).sort()).toEqual(["add", "echo", "fail", "slow", "track"]);
 
     const echo = (await client.callTool({ name: "echo", arguments: { text: "hi" } })) as CallToolResult;
     expect(text(echo)).toBe("echo: hi");
@@ -102,7 +102,7 @@ describe("startStaticBearerMcp", () => {
   it("accepts the right token via requestInit headers", async () => {
     const client = await connect(mcp.url, { Authorization: "Bearer s3cret" });
     const { tools } = await client.listTools();
-    expect(tools).toHaveLength(4);
+    expect(tools).toHaveLength(5);
     await client.close();
   });
 
@@ -177,7 +177,7 @@ describe("startOAuthMcp", () => {
     const token = await idp.token("agent", SCOPE);
     const client = await connect(mcp.url, { Authorization: `Bearer ${token}` });
     const { tools } = await client.listTools();
-    expect(tools).toHaveLength(4);
+    expect(tools).toHaveLength(5);
     const echo = (await client.callTool({ name: "echo", arguments: { text: "x" } })) as CallToolResult;
     expect(echo.structuredContent).toEqual({ text: "x" });
     await client.close();

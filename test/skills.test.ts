@@ -90,7 +90,7 @@ describe("OAuth-protected skills", () => {
     const before = server.app.skills.tokenRequests;
     const skill = await createSkill({ name: "crm", mcpUrl: mcp.url, auth: oauth() });
     expect(skill.toolsRefreshError).toBeUndefined();
-    expect((skill.tools as Json[]).map((t) => t.name).sort()).toEqual(["add", "echo", "fail", "slow"]);
+    expect((skill.tools as Json[]).map((t) => t.name).sort()).toEqual(["add", "echo", "fail", "slow", "track"]);
     expect(skill.toolsRefreshTime).toBeDefined();
 
     for (let i = 0; i < 3; i++) {
@@ -109,7 +109,7 @@ describe("OAuth-protected skills", () => {
     try {
       const skill = await createSkill({ name: "bare", mcpUrl: bare.url, auth: { oauth: { issuer: other.issuer, clientId: "agentplane", clientSecret: "s3cret" } } });
       expect(skill.toolsRefreshError).toBeUndefined();
-      expect((skill.tools as Json[]).length).toBe(4);
+      expect((skill.tools as Json[]).length).toBe(5);
     } finally {
       await bare.close();
       await other.stop();
@@ -186,7 +186,7 @@ describe("static bearer skills", () => {
 
   it("sends the registered token on every request", async () => {
     const skill = await createSkill({ name: "legacy", mcpUrl: mcp.url, auth: { staticBearer: { token: "right-token" } } });
-    expect((skill.tools as Json[]).length).toBe(4);
+    expect((skill.tools as Json[]).length).toBe(5);
     const run = await runTool(skill.id as string, "add", '{"a": 2, "b": 3}');
     expect(run).toMatchObject({ status: "RUN_STATUS_SUCCEEDED", output: { sum: 5 } });
   });
@@ -304,7 +304,7 @@ describe("agents calling tools", () => {
         { role: "system", content: "Be brief." },
         { role: "user", content: '{"question":"6 x 7?"}' },
       ]);
-      expect(requests[0]!.tools!.map((t) => t.function.name).sort()).toEqual(["tools__add", "tools__echo", "tools__fail", "tools__slow"]);
+      expect(requests[0]!.tools!.map((t) => t.function.name).sort()).toEqual(["tools__add", "tools__echo", "tools__fail", "tools__slow", "tools__track"]);
       expect(requests[2]!.messages.at(-1)).toMatchObject({ role: "tool", content: '{"sum":42}' });
     } finally {
       await model.close();
