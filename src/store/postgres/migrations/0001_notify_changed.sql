@@ -1,0 +1,19 @@
+-- Every replica drops its caches of these tables when they change: the
+-- triggers notify for every writer (the service, another version, psql).
+-- Statement-level: one notification per statement, and PostgreSQL folds the
+-- equal ones of a transaction into one.
+CREATE FUNCTION agentplane_notify_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('agentplane_changed', TG_TABLE_NAME);
+  RETURN NULL;
+END
+$$;
+--> statement-breakpoint
+CREATE TRIGGER webhook_sources_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON webhook_sources
+  FOR EACH STATEMENT EXECUTE FUNCTION agentplane_notify_changed();
+--> statement-breakpoint
+CREATE TRIGGER triggers_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON triggers
+  FOR EACH STATEMENT EXECUTE FUNCTION agentplane_notify_changed();
+--> statement-breakpoint
+CREATE TRIGGER agents_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON agents
+  FOR EACH STATEMENT EXECUTE FUNCTION agentplane_notify_changed();
