@@ -1,10 +1,11 @@
 import type { TransactionSql } from "postgres";
 import { StoreUnavailableError } from "../errors.js";
-import type { EventInsert, TriggerRow, WebhookSourceRow } from "../rows.js";
+import type { EventInsert, RunInsert, TriggerRow, WebhookSourceRow } from "../rows.js";
 import { pg, toStoreError } from "./errors.js";
 import type { Sql } from "./open.js";
 import { tableReader } from "./repos.js";
-import { queueRuns } from "./runs.js";
+import { CHANNELS } from "./channels.js";
+import { RUN_COLUMNS, queueRuns, runValues } from "./runs.js";
 import * as schema from "./schema.js";
 import type { IngestItem, IngestResult, WebhookStore } from "../store.js";
 
@@ -52,6 +53,33 @@ const eventValues = (e: EventInsert) => ({
   create_time: e.createTime,
   update_time: e.updateTime,
 });
+
+// The common case in one statement, so one round trip and no BEGIN/COMMIT:
+// the batch's events (a JSON array, so the statement is prepared once for any
+// batch size), the runs of those the unique index let in, and the workers'
+// wake-up when runs were queued. What it returns are the ids inserted; an
+// event missing from them hit a stored idempotency key and is settled by
+// ingestBatch (duplicate, or a key older than its window to release).
+const EVENT_RECORD = `id text, tenant_id text, source_id text, event_type text, payload jsonb, receive_time bigint,
+  idempotency_key text, matched_trigger_ids jsonb, create_time bigint, update_time bigint`;
+const RUN_RECORD = `id text, tenant_id text, agent_id text, trigger_id text, event_id text, input jsonb, status text, attempt integer,
+  steps jsonb, error text, create_time bigint, update_time bigint`;
+const INSERT_ALL = `
+  with ev as (
+    insert into events (${EVENT_COLUMNS.join(", ")})
+    select * from json_to_recordset($1::json) as e(${EVENT_RECORD})
+    on conflict (source_id, idempotency_key) where idempotency_key is not null do nothing
+    returning id),
+  queued as (
+    insert into runs (${RUN_COLUMNS.join(", ")})
+    select * from json_to_recordset($2::json) as r(${RUN_RECORD}) where r.event_id in (select id from ev)
+    returning 1),
+  woken as (select pg_notify('${CHANNELS.runsQueued}', '') from (select from queued limit 1) q)
+  select ev.id from ev left join woken on true`;
+
+// Rows of json_to_recordset: the column names as keys, JSON values as they are.
+const eventRecord = (e: EventInsert) => ({ ...eventValues(e), payload: e.payload, matched_trigger_ids: e.matchedTriggerIds });
+const runRecord = (r: RunInsert) => ({ ...runValues(r), input: r.input ?? null, steps: [] });
 
 // Inserts the events of a batch; the unique index on (source, key) decides
 // duplicates, so concurrent posts of one key, on any replica, store one
@@ -132,11 +160,20 @@ export function createPgWebhookStore(sql: Sql, options: GroupCommitOptions): Web
   let scheduled = false;
   let committing = false;
 
-  // The common case: the whole batch in one transaction. An item error (a
-  // constraint, bad data) rolls all of it back and the batch is committed
-  // again item by item, each in a savepoint, so one bad item fails alone.
+  // The common case: the whole batch in one statement (INSERT_ALL), then
+  // the items that met a stored key in one transaction. An item error (a
+  // constraint, bad data) rolls its statement back and the batch is
+  // committed again item by item, each in a savepoint, so one bad item fails
+  // alone.
   async function commit(batch: Pending[]) {
     try {
+      const events = JSON.stringify(batch.map((p) => eventRecord(p.item.event)));
+      const runs = JSON.stringify(batch.flatMap((p) => p.item.runs.map(runRecord)));
+      const inserted = new Set((await sql.unsafe<{ id: string }[]>(INSERT_ALL, [events, runs], { prepare: true })).map((r) => r.id));
+      const conflicted = batch.filter((p) => !inserted.has(p.item.event.id));
+      for (const p of batch) if (inserted.has(p.item.event.id)) p.resolve({ duplicate: false, eventId: p.item.event.id });
+      if (!conflicted.length) return;
+      batch = conflicted;
       const results = await sql.begin((tx) => ingestBatch(tx, batch));
       batch.forEach((p, i) => p.resolve(results[i]!));
       return;
