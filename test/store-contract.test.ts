@@ -353,6 +353,18 @@ describe.each(engines)("Store contract on $name", (engine) => {
       expect(await a.runs.idsForEvent(tenantId, stored[0]!.eventId)).toHaveLength(1);
     });
 
+    it("settles batches that share keys in opposite orders on two instances, one event per key", async () => {
+      for (let round = 0; round < 5; round++) {
+        const keys = Array.from({ length: 200 }, (_, i) => `k-cross-${round}-${i}`);
+        const batch = (ks: string[]) => ks.map((k) => ingestItem(tenantId, sourceId, agentId, { idempotencyKey: k }));
+        const results = await Promise.all([
+          ...batch(keys).map((item) => a.webhooks.ingest(item, DAY)),
+          ...batch(keys.slice().reverse()).map((item) => b.webhooks.ingest(item, DAY)),
+        ]);
+        expect(results.filter((r) => !r.duplicate)).toHaveLength(keys.length);
+      }
+    });
+
     it("commits many concurrent ingests, each with its runs", async () => {
       const items = Array.from({ length: 200 }, (_, i) => ingestItem(tenantId, sourceId, agentId, { idempotencyKey: i % 3 ? `k-many-${i}` : null }, i % 3));
       const results = await Promise.all(items.map((item, i) => (i % 2 ? a : b).webhooks.ingest(item, DAY)));

@@ -139,6 +139,10 @@ async function ingestBatch(tx: TransactionSql, batch: Pending[]): Promise<Ingest
   return results;
 }
 
+const compare = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+const byKey = ({ item: { event: x } }: Pending, { item: { event: y } }: Pending): number =>
+  compare(x.sourceId, y.sourceId) || compare(x.idempotencyKey ?? "", y.idempotencyKey ?? "");
+
 function isUnavailable(err: unknown): boolean {
   return toStoreError(err) instanceof StoreUnavailableError;
 }
@@ -166,6 +170,10 @@ export function createPgWebhookStore(sql: Sql, options: GroupCommitOptions): Web
   // committed again item by item, each in a savepoint, so one bad item fails
   // alone.
   async function commit(batch: Pending[]) {
+    // Every replica inserts keys in one order: two batches holding the same
+    // keys then wait on each other's first shared key instead of each
+    // holding one the other needs (a deadlock).
+    batch.sort(byKey);
     try {
       const events = JSON.stringify(batch.map((p) => eventRecord(p.item.event)));
       const runs = JSON.stringify(batch.flatMap((p) => p.item.runs.map(runRecord)));
