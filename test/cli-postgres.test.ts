@@ -48,7 +48,7 @@ describe("agentplane CLI on PostgreSQL", () => {
     const { host, pathname } = new URL(db.url);
     expect(migrated).toMatchObject({ code: 0, stdout: expect.stringMatching(/^migrated postgres:\/\//) });
     expect(migrated.stdout).toContain(`${host}${pathname}`);
-    expect(migrated.stdout + migrated.stderr).not.toContain(password);
+    expect(migrated.stdout + migrated.stderr).not.toContain(`:${password}@`);
     const created = await agentplane(["tenant", "create", "acme", "--admin", "client-1"], env);
     expect(created).toMatchObject({ code: 0, stdout: expect.stringMatching(/created tenant acme \(ten_/) });
     expect((await agentplane(["member", "add", "acme", "client-2", "--role", "viewer"], env)).code).toBe(0);

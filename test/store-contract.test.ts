@@ -9,6 +9,7 @@ import { join } from "node:path";
 import postgres from "postgres";
 import { newId } from "../src/lib/ids.js";
 import { StoreConflictError, StoreReferenceError, StoreUnavailableError } from "../src/store/errors.js";
+import { openStore } from "../src/store/open.js";
 import { createPostgresStore } from "../src/store/postgres/store.js";
 import type { AgentInsert, EventInsert, RunInsert, TriggerInsert, WebhookSourceInsert } from "../src/store/rows.js";
 import { createSqliteStore } from "../src/store/sqlite/store.js";
@@ -529,5 +530,32 @@ describe("PostgreSQL store across replicas", () => {
     // Rows written by one transaction share its id (xmin).
     const [{ n }] = await sql<[{ n: number }]>`select count(distinct xmin::text)::int as n from events where tenant_id = ${tenantId}`;
     expect(n).toBeLessThanOrEqual(5);
+  });
+});
+
+describe("openStore", () => {
+  it("opens PostgreSQL for a postgres:// or postgresql:// URL and SQLite without one", async () => {
+    const db = await createTestDatabase();
+    const dir = mkdtempSync(join(tmpdir(), "agentplane-open-"));
+    const sql = postgres(db.url, { max: 1, onnotice: () => {} });
+    try {
+      for (const scheme of ["postgres:", "postgresql:"]) {
+        const store = await openStore({ databaseUrl: db.url.replace(/^postgres(ql)?:/, scheme), sqlite: { path: join(dir, "unused.db") } });
+        const id = newId("ten");
+        await store.tenants.insert({ id, slug: scheme.slice(0, -1), ...times }).finally(() => store.close());
+        expect(await sql`select slug from tenants where id = ${id}`).toEqual([{ slug: scheme.slice(0, -1) }]);
+      }
+      const sqlite = await openStore({ sqlite: { path: join(dir, "agentplane.db") } });
+      await sqlite.tenants.insert({ id: newId("ten"), slug: "embedded", ...times });
+      expect((await sqlite.tenants.get("embedded"))?.slug).toBe("embedded");
+      await sqlite.close();
+      await expect(openStore({ databaseUrl: "mysql://root:topsecret@db/x", sqlite: { path: join(dir, "x.db") } })).rejects.toThrow(
+        /^the database URL must start with postgres:\/\/ or postgresql:\/\/$/,
+      );
+    } finally {
+      await sql.end();
+      await db.drop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
