@@ -1,11 +1,10 @@
 import type { TransactionSql } from "postgres";
 import { StoreUnavailableError } from "../errors.js";
-import type { EventInsert, RunInsert, TriggerRow, WebhookSourceRow } from "../rows.js";
+import type { EventInsert, TriggerRow, WebhookSourceRow } from "../rows.js";
 import { pg, toStoreError } from "./errors.js";
 import type { Sql } from "./open.js";
 import { tableReader } from "./repos.js";
-import { CHANNELS } from "./channels.js";
-import { RUN_COLUMNS, queueRuns, runValues } from "./runs.js";
+import { insertRunRecords, queueRuns, runRecord, wakeWorkers } from "./runs.js";
 import * as schema from "./schema.js";
 import type { IngestItem, IngestResult, WebhookStore } from "../store.js";
 
@@ -24,62 +23,37 @@ interface Pending {
   reject: (e: unknown) => void;
 }
 
-// Most parameters one statement may carry (the protocol's limit is 65,535).
-const MAX_PARAMETERS = 60_000;
+// Events as records of a JSON array (see runs.ts), inserted unless the
+// unique index on (source, idempotency key) holds the key already.
+const EVENT_RECORD = `id text, tenant_id text, source_id text, event_type text, payload jsonb, receive_time bigint,
+  idempotency_key text, matched_trigger_ids jsonb, create_time bigint, update_time bigint`;
+const EVENT_COLUMNS = EVENT_RECORD.split(",").map((c) => c.trim().split(" ")[0]).join(", ");
+const INSERT_EVENTS = `insert into events (${EVENT_COLUMNS}) select * from json_to_recordset($1::json) as e(${EVENT_RECORD})
+  on conflict (source_id, idempotency_key) where idempotency_key is not null do nothing returning id`;
 
-const EVENT_COLUMNS = [
-  "id",
-  "tenant_id",
-  "source_id",
-  "event_type",
-  "payload",
-  "receive_time",
-  "idempotency_key",
-  "matched_trigger_ids",
-  "create_time",
-  "update_time",
-] as const;
-
-// jsonb as JSON text, which the driver passes through.
-const eventValues = (e: EventInsert) => ({
+const eventRecord = (e: EventInsert) => ({
   id: e.id,
   tenant_id: e.tenantId,
   source_id: e.sourceId,
   event_type: e.eventType,
-  payload: JSON.stringify(e.payload),
+  payload: e.payload,
   receive_time: e.receiveTime,
   idempotency_key: e.idempotencyKey ?? null,
-  matched_trigger_ids: JSON.stringify(e.matchedTriggerIds),
+  matched_trigger_ids: e.matchedTriggerIds,
   create_time: e.createTime,
   update_time: e.updateTime,
 });
 
 // The common case in one statement, so one round trip and no BEGIN/COMMIT:
-// the batch's events (a JSON array, so the statement is prepared once for any
-// batch size), the runs of those the unique index let in, and the workers'
-// wake-up when runs were queued. What it returns are the ids inserted; an
-// event missing from them hit a stored idempotency key and is settled by
-// ingestBatch (duplicate, or a key older than its window to release).
-const EVENT_RECORD = `id text, tenant_id text, source_id text, event_type text, payload jsonb, receive_time bigint,
-  idempotency_key text, matched_trigger_ids jsonb, create_time bigint, update_time bigint`;
-const RUN_RECORD = `id text, tenant_id text, agent_id text, trigger_id text, event_id text, input jsonb, status text, attempt integer,
-  steps jsonb, error text, create_time bigint, update_time bigint`;
+// the batch's events, the runs of those the unique index let in, and the
+// workers' wake-up when runs were queued. It returns the ids inserted; an
+// event missing from them met a stored key and is settled by ingestBatch
+// (a duplicate, or a key older than its window to release).
 const INSERT_ALL = `
-  with ev as (
-    insert into events (${EVENT_COLUMNS.join(", ")})
-    select * from json_to_recordset($1::json) as e(${EVENT_RECORD})
-    on conflict (source_id, idempotency_key) where idempotency_key is not null do nothing
-    returning id),
-  queued as (
-    insert into runs (${RUN_COLUMNS.join(", ")})
-    select * from json_to_recordset($2::json) as r(${RUN_RECORD}) where r.event_id in (select id from ev)
-    returning 1),
-  woken as (select pg_notify('${CHANNELS.runsQueued}', '') from (select from queued limit 1) q)
+  with ev as (${INSERT_EVENTS}),
+  queued as (${insertRunRecords("$2", "r.event_id in (select id from ev)")} returning 1),
+  woken as (${wakeWorkers("queued")})
   select ev.id from ev left join woken on true`;
-
-// Rows of json_to_recordset: the column names as keys, JSON values as they are.
-const eventRecord = (e: EventInsert) => ({ ...eventValues(e), payload: e.payload, matched_trigger_ids: e.matchedTriggerIds });
-const runRecord = (r: RunInsert) => ({ ...runValues(r), input: r.input ?? null, steps: [] });
 
 // Inserts the events of a batch; the unique index on (source, key) decides
 // duplicates, so concurrent posts of one key, on any replica, store one
@@ -94,14 +68,8 @@ async function ingestBatch(tx: TransactionSql, batch: Pending[]): Promise<Ingest
   // conflicting event vanished meanwhile); the next round inserts those.
   for (let round = 0; pending.length; round++) {
     if (round === 3) throw new Error("event insert kept conflicting on its idempotency key");
-    const ids = new Set<string>();
-    const chunk = Math.floor(MAX_PARAMETERS / EVENT_COLUMNS.length);
-    for (let i = 0; i < pending.length; i += chunk) {
-      const rows = pending.slice(i, i + chunk).map((j) => eventValues(batch[j]!.item.event));
-      for (const { id } of await tx<{ id: string }[]>`insert into events ${tx(rows, ...EVENT_COLUMNS)}
-          on conflict (source_id, idempotency_key) where idempotency_key is not null do nothing returning id`)
-        ids.add(id);
-    }
+    const records = JSON.stringify(pending.map((i) => eventRecord(batch[i]!.item.event)));
+    const ids = new Set((await tx.unsafe<{ id: string }[]>(INSERT_EVENTS, [records], { prepare: true })).map((r) => r.id));
     const conflicted: number[] = [];
     for (const i of pending) {
       const e = batch[i]!.item.event;

@@ -1,55 +1,45 @@
 import type { TransactionSql } from "postgres";
-import type { Sql } from "./open.js";
 import { CHANNELS } from "./channels.js";
+import type { Sql } from "./open.js";
 import type { RunInsert } from "../rows.js";
 
-// Most parameters one statement may carry (the protocol's limit is 65,535).
-const MAX_PARAMETERS = 60_000;
+// Multi-row inserts take their rows as one JSON array expanded by
+// json_to_recordset: one prepared statement serves any number of rows, and
+// no row count meets the protocol's 65,535-parameter limit.
+const RUN_RECORD = `id text, tenant_id text, agent_id text, trigger_id text, event_id text, input jsonb, status text,
+  attempt integer, steps jsonb, error text, create_time bigint, update_time bigint`;
+const RUN_COLUMNS = RUN_RECORD.split(",").map((c) => c.trim().split(" ")[0]).join(", ");
 
-export const RUN_COLUMNS = [
-  "id",
-  "tenant_id",
-  "agent_id",
-  "trigger_id",
-  "event_id",
-  "input",
-  "status",
-  "attempt",
-  "steps",
-  "error",
-  "create_time",
-  "update_time",
-] as const;
+// Inserts, as queued runs, the records of the JSON array parameter `param`
+// that pass `where` (a condition on `r`).
+export const insertRunRecords = (param: string, where = "true") =>
+  `insert into runs (${RUN_COLUMNS}) select * from json_to_recordset(${param}::json) as r(${RUN_RECORD}) where ${where}`;
 
-type RunValues = Record<(typeof RUN_COLUMNS)[number], string | number | null>;
+// A queued run as a record of that array.
+export const runRecord = (r: RunInsert) => ({
+  id: r.id,
+  tenant_id: r.tenantId,
+  agent_id: r.agentId,
+  trigger_id: r.triggerId ?? null,
+  event_id: r.eventId ?? null,
+  input: r.input ?? null,
+  status: "queued",
+  attempt: 0,
+  steps: [],
+  error: "",
+  create_time: r.createTime,
+  update_time: r.updateTime,
+});
 
-// A queued run as a row of the multi-row insert; jsonb as JSON text, which
-// the driver passes through.
-export function runValues(r: RunInsert): RunValues {
-  return {
-    id: r.id,
-    tenant_id: r.tenantId,
-    agent_id: r.agentId,
-    trigger_id: r.triggerId ?? null,
-    event_id: r.eventId ?? null,
-    input: r.input === undefined || r.input === null ? null : JSON.stringify(r.input),
-    status: "queued",
-    attempt: 0,
-    steps: "[]",
-    error: "",
-    create_time: r.createTime,
-    update_time: r.updateTime,
-  };
-}
+// Wakes the workers of every replica, on commit, when `queued` (a CTE of
+// the inserted runs) is not empty.
+export const wakeWorkers = (queued: string) => `select pg_notify('${CHANNELS.runsQueued}', '') from (select from ${queued} limit 1) q`;
 
-// Queues runs with multi-row inserts inside the caller's transaction, and
-// wakes the workers of every replica when it commits.
+const QUEUE_RUNS = `with queued as (${insertRunRecords("$1")} returning 1) ${wakeWorkers("queued")}`;
+
+// Queues runs inside the caller's transaction, waking the workers when it commits.
 export async function queueRuns(tx: TransactionSql, runs: RunInsert[]): Promise<void> {
-  if (!runs.length) return;
-  const chunk = Math.floor(MAX_PARAMETERS / RUN_COLUMNS.length);
-  for (let i = 0; i < runs.length; i += chunk)
-    await tx`insert into runs ${tx(runs.slice(i, i + chunk).map(runValues), ...RUN_COLUMNS)}`;
-  await tx`select pg_notify(${CHANNELS.runsQueued}, '')`;
+  if (runs.length) await tx.unsafe(QUEUE_RUNS, [JSON.stringify(runs.map(runRecord))], { prepare: true });
 }
 
 export async function queuedCount(tx: Sql | TransactionSql, tenantId: string): Promise<number> {
