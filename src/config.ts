@@ -195,6 +195,9 @@ export interface LoadOptions {
 export const DEFAULT_WORKER_THREADS = Math.max(1, availableParallelism() - 1);
 
 export interface StoreConfig {
+  // postgres://…: PostgreSQL; unset: SQLite at sqlitePath.
+  databaseUrl?: string;
+  databasePoolSize: number;
   dataDir: string;
   sqlitePath: string;
   sqliteSynchronous: "FULL" | "NORMAL";
@@ -226,8 +229,15 @@ export function loadStoreConfig(env: Env = process.env): StoreConfig {
   const problems: string[] = [];
   const ingestBatchWindowMs = int(env, "AGENTPLANE_INGEST_BATCH_WINDOW_MS", 0, problems);
   const ingestBatchMax = positiveInt(env, "AGENTPLANE_INGEST_BATCH_MAX", 256, problems);
+  const databaseUrl = str(env, "AGENTPLANE_DATABASE_URL");
+  // Never echoed: the URL may carry a password.
+  if (databaseUrl !== undefined && (!/^postgres(ql)?:\/\/./i.test(databaseUrl) || !URL.canParse(databaseUrl)))
+    problems.push("AGENTPLANE_DATABASE_URL must be a postgres:// or postgresql:// URL (unset: SQLite at AGENTPLANE_SQLITE_PATH)");
+  const databasePoolSize = positiveInt(env, "AGENTPLANE_DATABASE_POOL_SIZE", 10, problems);
   if (problems.length) throw new ConfigError(problems.join("; "));
   return {
+    databaseUrl,
+    databasePoolSize,
     dataDir,
     sqlitePath: str(env, "AGENTPLANE_SQLITE_PATH") ?? join(dataDir, "agentplane.db"),
     sqliteSynchronous: synchronous,

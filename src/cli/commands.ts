@@ -10,26 +10,35 @@ import { createAuthenticator, type Authenticator } from "../integrations/identit
 import { SecretBox } from "../lib/secret-box.js";
 import type { Logger } from "pino";
 import { createLogger } from "../log.js";
-import { createPlatform } from "../service/platform.js";
+import { createPlatform, type Platform } from "../service/platform.js";
 import { createOutboundFetch } from "../integrations/outbound/outbound.js";
 import { createSkillPool } from "../integrations/skill-pool-factory.js";
-import { createSqliteStore } from "../store/sqlite/store.js";
 import { WorkerThreads } from "../runtime/worker-threads.js";
 import { expressionOptions, runtimeOptions } from "./runtime-settings.js";
 import type { ThreadData } from "./worker-thread.js";
 
+import { openStore as openConfiguredStore, storeLocation, type OpenStoreOptions } from "../store/open.js";
+
+function storeOptions(config: StoreConfig): OpenStoreOptions {
+  return {
+    databaseUrl: config.databaseUrl,
+    poolSize: config.databasePoolSize,
+    sqlite: {
+      path: config.sqlitePath,
+      synchronous: config.sqliteSynchronous,
+      groupCommit: { windowMs: config.ingestBatchWindowMs, maxBatch: config.ingestBatchMax },
+    },
+  };
+}
+
 export function openStore(config: StoreConfig = loadStoreConfig()) {
-  return createSqliteStore({
-    path: config.sqlitePath,
-    synchronous: config.sqliteSynchronous,
-    groupCommit: { windowMs: config.ingestBatchWindowMs, maxBatch: config.ingestBatchMax },
-  });
+  return openConfiguredStore(storeOptions(config));
 }
 
 // Store commands run with the operator's authority; no key is needed for
 // records without secrets, so a throwaway key is fine here.
-function operatorPlatform() {
-  const store = openStore();
+async function operatorPlatform() {
+  const store = await openStore();
   const deny: Authenticator = { authenticate: () => Promise.reject(new Error("not used by the CLI")) };
   return {
     store,
@@ -46,12 +55,12 @@ function operatorPlatform() {
 
 export async function migrate(): Promise<void> {
   const config = loadStoreConfig();
-  await openStore(config).close();
-  console.log(`migrated ${config.sqlitePath}`);
+  await (await openStore(config)).close();
+  console.log(`migrated ${storeLocation(storeOptions(config))}`);
 }
 
 export async function sourceCreate(tenant: string, name: string): Promise<void> {
-  const { store, platform } = operatorPlatform();
+  const { store, platform } = await operatorPlatform();
   try {
     const { webhookSource, token } = await platform.invokeAsOperator(
       "createWebhookSource",
@@ -66,7 +75,7 @@ export async function sourceCreate(tenant: string, name: string): Promise<void> 
 }
 
 export async function tenantCreate(slug: string, admin: string | undefined, displayName = ""): Promise<void> {
-  const { store, platform } = operatorPlatform();
+  const { store, platform } = await operatorPlatform();
   try {
     const { tenant } = await platform.invokeAsOperator("createTenant", { $typeName: "platform.v1.CreateTenantRequest", tenant: { $typeName: "platform.v1.Tenant", id: "", slug, displayName } });
     console.log(`created tenant ${tenant?.slug} (${tenant?.id})`);
@@ -76,13 +85,16 @@ export async function tenantCreate(slug: string, admin: string | undefined, disp
   }
 }
 
-export async function memberAdd(
-  tenant: string,
-  subject: string,
-  role: string,
-  platform = operatorPlatform().platform,
-): Promise<void> {
+export async function memberAdd(tenant: string, subject: string, role: string, platform?: Platform): Promise<void> {
   if (role !== "admin" && role !== "viewer") throw new Error(`--role must be admin or viewer, got "${role}"`);
+  if (!platform) {
+    const operator = await operatorPlatform();
+    try {
+      return await memberAdd(tenant, subject, role, operator.platform);
+    } finally {
+      await operator.store.close();
+    }
+  }
   const { member } = await platform.invokeAsOperator(
     "addMember",
     { $typeName: "platform.v1.AddMemberRequest", member: { $typeName: "platform.v1.Member", id: "", tenant, subject, role: role === "admin" ? Role.ADMIN : Role.VIEWER } },
@@ -115,7 +127,7 @@ function execution(config: Config, logger: Logger, secretKey: string, report: (r
 }
 
 async function serveWith(config: Config, logger: Logger, authenticator: Authenticator, secretKey: string, devIssuer?: DevIssuer) {
-  const store = openStore(config);
+  const store = await openStore(config);
   // Reports arrive from the threads only once the app has started them.
   const app: App = await buildApp({
     store,

@@ -18,6 +18,8 @@ export interface TestDatabase {
 }
 
 let admin: Promise<string> | undefined;
+// The throwaway server, when this suite started one.
+let embedded: { stop(): Promise<void> } | undefined;
 
 async function reachable(url: string): Promise<boolean> {
   const sql = postgres(url, { max: 1, connect_timeout: 3, onnotice: () => {} });
@@ -48,7 +50,18 @@ async function startEmbedded(): Promise<string> {
   await server.initialise();
   await server.start();
   process.once("exit", () => void server.stop());
+  embedded = server;
   return `postgres://postgres:postgres@127.0.0.1:${port}/postgres`;
+}
+
+// Stops the throwaway server, if this suite started one: its process would
+// otherwise keep jest from exiting. Suites that use PostgreSQL call it last
+// (afterAll); with the local server it does nothing.
+export async function stopTestPostgres(): Promise<void> {
+  const server = embedded;
+  embedded = undefined;
+  admin = undefined;
+  await server?.stop();
 }
 
 async function adminUrl(): Promise<string> {

@@ -13,8 +13,10 @@ import { DEFAULT_HTTP_LIMITS, type HttpLimits } from "../../src/surfaces/http-li
 import type { Authenticator } from "../../src/integrations/identity/index.js";
 import { SecretBox } from "../../src/lib/secret-box.js";
 import { createLogger } from "../../src/log.js";
+import { createPostgresStore } from "../../src/store/postgres/store.js";
 import { createSqliteStore } from "../../src/store/sqlite/store.js";
 import type { Store } from "../../src/store/store.js";
+import { createTestDatabase } from "./postgres.js";
 
 export interface TestServer {
   url: string;
@@ -22,6 +24,8 @@ export interface TestServer {
   app: App;
   store: Store;
   dir: string;
+  // The PostgreSQL database, with `store: "postgres"`.
+  databaseUrl?: string;
   // Creates a tenant and its members through the service (operator authority).
   seedTenant(slug: string, members?: { subject: string; role: "admin" | "viewer" }[]): Promise<string>;
   close(): Promise<void>;
@@ -29,6 +33,9 @@ export interface TestServer {
 
 export interface TestServerOptions {
   authenticator: Authenticator;
+  // "postgres": the app on a fresh PostgreSQL database of its own (dropped
+  // on close); SQLite in the temp dir otherwise.
+  store?: "sqlite" | "postgres";
   tenantClaim?: string;
   metricsToken?: string;
   webhook?: AppOptions["webhook"];
@@ -54,7 +61,10 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
   // The URL is known before the app is built: the MCP metadata names it.
   const port = await freeLoopbackPort();
   const url = `http://127.0.0.1:${port}`;
-  const store = createSqliteStore({ path: join(dir, "agentplane.db"), groupCommit: options.groupCommit });
+  const database = options.store === "postgres" ? await createTestDatabase() : undefined;
+  const store = database
+    ? await createPostgresStore({ url: database.url, poolSize: 5, groupCommit: options.groupCommit })
+    : createSqliteStore({ path: join(dir, "agentplane.db"), groupCommit: options.groupCommit });
   const app = await buildApp({
     store,
     secrets: new SecretBox(randomBytes(32)),
@@ -86,6 +96,7 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     app,
     store,
     dir,
+    databaseUrl: database?.url,
     async seedTenant(slug, members = []) {
       const { tenant } = await app.platform.invokeAsOperator("createTenant", {
         $typeName: "platform.v1.CreateTenantRequest",
@@ -106,6 +117,7 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     async close() {
       await app.stop(1000);
       await store.close();
+      await database?.drop();
       if (!options.dir) rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -1,11 +1,12 @@
 import type postgres from "postgres";
 import { fairPick, pickAsync, WORKER_LOST_ERROR, type QueuedCandidate, type RunningCount } from "../claim.js";
-import { StoreConflictError, StoreReferenceError, StoreUnavailableError } from "../errors.js";
 import { groupCommit } from "../group-commit.js";
 import type { RunRow } from "../rows.js";
 import type { SignalHub } from "../signal-hub.js";
 import type { RunOutcome, RunQueue } from "../store.js";
 import { CHANNELS } from "./channels.js";
+import { toStoreError } from "./errors.js";
+import { lockTenantScope } from "./locks.js";
 import type { Sql } from "./open.js";
 
 type Tx = postgres.TransactionSql;
@@ -13,8 +14,6 @@ type Tx = postgres.TransactionSql;
 // Keys of transaction-level advisory locks (pg_advisory_xact_lock(class,
 // hashtext(id))), apart from the migration lock's single 64-bit key.
 const LOCK_CLASS = {
-  // A tenant's queued-run count and the inserts it admits.
-  tenantQueue: 0x5155_0001,
   // A capped agent's running count and the claims it admits.
   agentClaim: 0x5155_0002,
 };
@@ -64,19 +63,6 @@ const toRow = (r: PgRun): RunRow => ({
   updateTime: r.update_time,
 });
 
-// What the service can tell its callers: the database is out of reach (08:
-// connection, 53: resources, 57P: shutting down, 40: retry the transaction),
-// a uniqueness or reference conflict, or anything else as it is.
-function toStoreError(err: unknown): unknown {
-  const code = (err as { code?: unknown }).code;
-  const message = (err as Error).message;
-  if (typeof code !== "string") return err;
-  if (code === "23505") return new StoreConflictError(message);
-  if (code === "23503") return new StoreReferenceError(message);
-  if (/^(08|53|57P|40)/.test(code) || /^(CONNECT|CONNECTION_|E[A-Z]+$)/.test(code)) return new StoreUnavailableError(message);
-  return err;
-}
-
 const mapped = <T>(p: Promise<T>): Promise<T> =>
   p.catch((err: unknown) => {
     throw toStoreError(err);
@@ -103,12 +89,6 @@ const stateWrite = (
   json: JSON.stringify({ id, owner, now, steps, status: outcome?.status ?? null, output: outcome?.output ?? null, error: outcome?.error ?? null }),
 });
 
-// Takes the tenant's queue lock for the rest of the transaction: a
-// queued-run count and the inserts it admits are then atomic across
-// replicas. Every writer that queues runs under a quota takes it.
-export async function lockTenantQueue(tx: Tx, tenantId: string): Promise<void> {
-  await tx`select pg_advisory_xact_lock(${LOCK_CLASS.tenantQueue}, hashtext(${tenantId}))`;
-}
 
 // The run queue on PostgreSQL, shared by every replica. A claim is one
 // transaction: it reads the candidates without locks (../claim.ts picks
@@ -325,7 +305,8 @@ export function createPgRunQueue(sql: Sql, signals: SignalHub): RunQueue {
           if (!rows.length) return true;
           if (maxQueued !== Infinity) {
             const tenantId = rows[0]!.tenantId;
-            await lockTenantQueue(tx, tenantId);
+            // The lock schedules take too: one count-then-insert per tenant at a time.
+            await lockTenantScope(tx, "queued_runs", tenantId);
             const [queued] = await tx<{ n: number }[]>`select count(*)::int as n from runs where status = 'queued' and tenant_id = ${tenantId}`;
             if (queued!.n + rows.length > maxQueued) return false;
           }

@@ -1,7 +1,7 @@
 import type { RateLimitResult, RateLimitStore } from "../store.js";
 import { msUntilToken } from "../token-bucket.js";
 import type { Sql } from "./open.js";
-import { pgRun } from "./unavailable.js";
+import { pg } from "./errors.js";
 
 // The token bucket every replica shares, one row per key. Each take is one
 // statement: it locks the row, refills it for the time elapsed since its last
@@ -38,6 +38,6 @@ export function createPgRateLimits(sql: Sql): RateLimitStore {
     }
   }
   return {
-    take: (key, rate, burst, now, want = 1) => pgRun(() => take(key, rate, burst, now, want)),
+    take: (key, rate, burst, now, want = 1) => pg(() => take(key, rate, burst, now, want)),
   };
 }

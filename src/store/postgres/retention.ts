@@ -1,6 +1,6 @@
 import type { PruneResult, RetentionStore } from "../store.js";
 import type { Sql } from "./open.js";
-import { pgRun } from "./unavailable.js";
+import { pg } from "./errors.js";
 
 // Any fixed 64-bit key (next to the migrations' one): one replica prunes at
 // a time; the others find it held and skip their round.
@@ -36,5 +36,5 @@ export function createPgRetention(sql: Sql): RetentionStore {
           select key from rate_limit_buckets where refill_time < ${before}::int8 limit ${batch}::int4 for update skip locked)`;
       return { runs: runs.count, events: events.count, slots: slots.count, buckets: buckets.count };
     });
-  return { prune: (before, batch) => pgRun(() => prune(before, batch)) };
+  return { prune: (before, batch) => pg(() => prune(before, batch)) };
 }

@@ -35,7 +35,8 @@ export function createSqliteWebhookStore(raw: Database.Database, options: GroupC
   >(
     `insert into events (id, tenant_id, source_id, event_type, payload, receive_time, idempotency_key, matched_trigger_ids,
        create_time, update_time)
-     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict do nothing`,
+     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+     on conflict (source_id, idempotency_key) where idempotency_key is not null do nothing`,
   );
   // The two lookups of every webhook request.
   const sourceByDigest = raw

@@ -7,7 +7,8 @@ import type { ScheduleStore } from "../store.js";
 export function createSqliteScheduleStore(raw: Database.Database): ScheduleStore {
   const triggers = raw.prepare<[], TriggerRow>(
     `select t.id, t.tenant_id as tenantId, t.agent_id as agentId, t.enabled, t.kind, t.source_id as sourceId,
-       t.event_type_pattern as eventTypePattern, t.filter, t.cron, t.timezone, t.create_time as createTime, t.update_time as updateTime
+       t.event_type_pattern as eventTypePattern, t.filter, t.cron, t.timezone, t.filter_error as filterError,
+       t.filter_error_time as filterErrorTime, t.create_time as createTime, t.update_time as updateTime
      from triggers t join agents a on a.id = t.agent_id
      where t.kind = 'schedule' and t.enabled = 1 and a.enabled = 1`,
   );

@@ -1,0 +1,231 @@
+import type { TransactionSql } from "postgres";
+import { StoreUnavailableError } from "../errors.js";
+import type { EventInsert, TriggerRow, WebhookSourceRow } from "../rows.js";
+import { pg, toStoreError } from "./errors.js";
+import type { Sql } from "./open.js";
+import { tableReader } from "./repos.js";
+import { insertRunRecords, queueRuns, runRecord, wakeWorkers } from "./runs.js";
+import * as schema from "./schema.js";
+import type { IngestItem, IngestResult, WebhookStore } from "../store.js";
+
+export interface GroupCommitOptions {
+  // How long the first ingest of a batch waits for others; 0 commits what
+  // arrived in the same event-loop turn. Ingests that arrive while a commit
+  // is in flight form the next batch, so batches grow with load.
+  windowMs: number;
+  maxBatch: number;
+}
+
+interface Pending {
+  item: IngestItem;
+  windowMs: number;
+  resolve: (r: IngestResult) => void;
+  reject: (e: unknown) => void;
+}
+
+// Events as records of a JSON array (see runs.ts), inserted unless the
+// unique index on (source, idempotency key) holds the key already.
+const EVENT_RECORD = `id text, tenant_id text, source_id text, event_type text, payload jsonb, receive_time bigint,
+  idempotency_key text, matched_trigger_ids jsonb, create_time bigint, update_time bigint`;
+const EVENT_COLUMNS = EVENT_RECORD.split(",").map((c) => c.trim().split(" ")[0]).join(", ");
+const INSERT_EVENTS = `insert into events (${EVENT_COLUMNS}) select * from json_to_recordset($1::json) as e(${EVENT_RECORD})
+  on conflict (source_id, idempotency_key) where idempotency_key is not null do nothing returning id`;
+
+const eventRecord = (e: EventInsert) => ({
+  id: e.id,
+  tenant_id: e.tenantId,
+  source_id: e.sourceId,
+  event_type: e.eventType,
+  payload: e.payload,
+  receive_time: e.receiveTime,
+  idempotency_key: e.idempotencyKey ?? null,
+  matched_trigger_ids: e.matchedTriggerIds,
+  create_time: e.createTime,
+  update_time: e.updateTime,
+});
+
+// The common case in one statement, so one round trip and no BEGIN/COMMIT:
+// the batch's events, the runs of those the unique index let in, and the
+// workers' wake-up when runs were queued. It returns the ids inserted; an
+// event missing from them met a stored key and is settled by ingestBatch
+// (a duplicate, or a key older than its window to release).
+const INSERT_ALL = `
+  with ev as (${INSERT_EVENTS}),
+  queued as (${insertRunRecords("$2", "r.event_id in (select id from ev)")} returning 1),
+  woken as (${wakeWorkers("queued")})
+  select ev.id from ev left join woken on true`;
+
+// Inserts the events of a batch; the unique index on (source, key) decides
+// duplicates, so concurrent posts of one key, on any replica, store one
+// event. An event whose key is held by an event older than its window
+// releases the key (set null on the old event) and is inserted. Then the runs
+// of every inserted event, in one multi-row insert.
+async function ingestBatch(tx: TransactionSql, batch: Pending[]): Promise<IngestResult[]> {
+  const results: IngestResult[] = new Array<IngestResult>(batch.length);
+  const inserted: number[] = [];
+  let pending = batch.map((_, i) => i);
+  // Each round settles every item but those whose key it released (or whose
+  // conflicting event vanished meanwhile); the next round inserts those.
+  for (let round = 0; pending.length; round++) {
+    if (round === 3) throw new Error("event insert kept conflicting on its idempotency key");
+    const records = JSON.stringify(pending.map((i) => eventRecord(batch[i]!.item.event)));
+    const ids = new Set((await tx.unsafe<{ id: string }[]>(INSERT_EVENTS, [records], { prepare: true })).map((r) => r.id));
+    const conflicted: number[] = [];
+    for (const i of pending) {
+      const e = batch[i]!.item.event;
+      if (ids.has(e.id)) {
+        results[i] = { duplicate: false, eventId: e.id };
+        inserted.push(i);
+      } else conflicted.push(i);
+    }
+    if (!conflicted.length) break;
+    const events = conflicted.map((i) => batch[i]!.item.event);
+    const existing = new Map<string, { id: string; receiveTime: number }>();
+    for (const row of await tx<{ id: string; sourceId: string; key: string; receiveTime: number }[]>`
+        select id, source_id as "sourceId", idempotency_key as key, receive_time as "receiveTime" from events
+        where source_id = any(${events.map((e) => e.sourceId)}) and idempotency_key = any(${events.map((e) => e.idempotencyKey!)})
+          and idempotency_key is not null`)
+      existing.set(`${row.sourceId}\n${row.key}`, row);
+    pending = [];
+    const release = new Set<string>();
+    for (const i of conflicted) {
+      const { item, windowMs } = batch[i]!;
+      const e = item.event;
+      const held = existing.get(`${e.sourceId}\n${e.idempotencyKey}`);
+      if (held && held.receiveTime > e.receiveTime - windowMs) results[i] = { duplicate: true, eventId: held.id };
+      else {
+        if (held) release.add(held.id);
+        pending.push(i);
+      }
+    }
+    if (release.size) await tx`update events set idempotency_key = null where id = any(${[...release]})`;
+  }
+  await queueRuns(
+    tx,
+    inserted.flatMap((i) => batch[i]!.item.runs),
+  );
+  return results;
+}
+
+const compare = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+const byKey = ({ item: { event: x } }: Pending, { item: { event: y } }: Pending): number =>
+  compare(x.sourceId, y.sourceId) || compare(x.idempotencyKey ?? "", y.idempotencyKey ?? "");
+
+function isUnavailable(err: unknown): boolean {
+  return toStoreError(err) instanceof StoreUnavailableError;
+}
+
+export function createPgWebhookStore(sql: Sql, options: GroupCommitOptions): WebhookStore {
+  const sources = tableReader(schema.webhookSources);
+  const sourceByDigest = `${sources.select}
+    where token_digest = $1 or (previous_token_digest = $1 and previous_token_expire_time > $2)`;
+  // Columns the where clause pins are not read back: tenant_id and kind equal
+  // the bound values, enabled is true.
+  const candidates = `
+    select t.id, t.agent_id as "agentId", t.source_id as "sourceId", t.event_type_pattern as "eventTypePattern", t.filter,
+      t.cron, t.timezone, t.create_time as "createTime", t.update_time as "updateTime"
+    from triggers t join agents a on a.id = t.agent_id
+    where t.tenant_id = $1 and t.kind = 'webhook' and (t.source_id = $2 or t.source_id is null) and t.enabled and a.enabled`;
+  type Candidate = Omit<TriggerRow, "tenantId" | "enabled" | "kind" | "filterError" | "filterErrorTime">;
+
+  const queue: Pending[] = [];
+  let scheduled = false;
+  let committing = false;
+
+  // The common case: the whole batch in one statement (INSERT_ALL), then
+  // the items that met a stored key in one transaction. An item error (a
+  // constraint, bad data) rolls its statement back and the batch is
+  // committed again item by item, each in a savepoint, so one bad item fails
+  // alone.
+  async function commit(batch: Pending[]) {
+    // Every replica inserts keys in one order: two batches holding the same
+    // keys then wait on each other's first shared key instead of each
+    // holding one the other needs (a deadlock).
+    batch.sort(byKey);
+    try {
+      const events = JSON.stringify(batch.map((p) => eventRecord(p.item.event)));
+      const runs = JSON.stringify(batch.flatMap((p) => p.item.runs.map(runRecord)));
+      const inserted = new Set((await sql.unsafe<{ id: string }[]>(INSERT_ALL, [events, runs], { prepare: true })).map((r) => r.id));
+      const conflicted = batch.filter((p) => !inserted.has(p.item.event.id));
+      for (const p of batch) if (inserted.has(p.item.event.id)) p.resolve({ duplicate: false, eventId: p.item.event.id });
+      if (!conflicted.length) return;
+      batch = conflicted;
+      const results = await sql.begin((tx) => ingestBatch(tx, batch));
+      batch.forEach((p, i) => p.resolve(results[i]!));
+      return;
+    } catch (err) {
+      if (isUnavailable(err)) return failBatch(batch, err);
+    }
+    let outcomes: ({ ok: true; result: IngestResult } | { ok: false; error: unknown })[];
+    try {
+      outcomes = await sql.begin(async (tx) => {
+        const each: typeof outcomes = [];
+        for (const p of batch) {
+          try {
+            const [result] = await tx.savepoint((sp) => ingestBatch(sp, [p]));
+            each.push({ ok: true, result: result! });
+          } catch (error) {
+            if (isUnavailable(error)) throw error;
+            each.push({ ok: false, error });
+          }
+        }
+        return each;
+      });
+    } catch (err) {
+      return failBatch(batch, err);
+    }
+    outcomes.forEach((o, i) => (o.ok ? batch[i]!.resolve(o.result) : batch[i]!.reject(toStoreError(o.error))));
+  }
+
+  function failBatch(batch: Pending[], err: unknown) {
+    const error = new StoreUnavailableError(`ingest commit failed: ${(err as Error).message}`);
+    for (const p of batch) p.reject(error);
+  }
+
+  // One commit in flight at a time: what arrives meanwhile waits and forms
+  // the next batch.
+  async function flush() {
+    scheduled = false;
+    if (committing) return;
+    const batch = queue.splice(0, options.maxBatch);
+    if (!batch.length) return;
+    committing = true;
+    try {
+      await commit(batch);
+    } finally {
+      committing = false;
+      if (queue.length) void flush();
+    }
+  }
+
+  function schedule() {
+    if (scheduled || committing) return;
+    scheduled = true;
+    if (options.windowMs > 0) setTimeout(() => void flush(), options.windowMs);
+    else setImmediate(() => void flush());
+  }
+
+  return {
+    findSourceByTokenDigest: (digest, now) =>
+      pg(async () => (await sql.unsafe<WebhookSourceRow[]>(sourceByDigest, [digest, now], { prepare: true }))[0]),
+    matchCandidates: (tenantId, sourceId) =>
+      pg(async () =>
+        (await sql.unsafe<Candidate[]>(candidates, [tenantId, sourceId], { prepare: true })).map(
+          (t): TriggerRow => ({
+            ...t,
+            tenantId,
+            enabled: true,
+            kind: "webhook",
+            // Diagnostics only; matching never reads them.
+            filterError: null,
+            filterErrorTime: null,
+          }),
+        ),
+      ),
+    ingest: (item, idempotencyWindowMs) =>
+      new Promise<IngestResult>((resolve, reject) => {
+        queue.push({ item, windowMs: idempotencyWindowMs, resolve, reject });
+        schedule();
+      }),
+  };
+}

@@ -1,0 +1,134 @@
+import { and, count, eq, getTableColumns, getTableName } from "drizzle-orm";
+import type { PgColumn, PgTable } from "drizzle-orm/pg-core";
+import { pg } from "./errors.js";
+import { lockTenantScope } from "./locks.js";
+import type { Db, Sql } from "./open.js";
+import type { TenantRow } from "../rows.js";
+import type { ListQuery, TenantRepo, TenantStore } from "../store.js";
+import * as schema from "./schema.js";
+
+interface TenantScopedTable extends PgTable {
+  id: PgColumn;
+  tenantId: PgColumn;
+}
+
+const quote = (name: string) => `"${name.replace(/"/g, '""')}"`;
+
+// Reads are plain SQL prepared once per connection (postgres.js prepares
+// every query and keeps the statement): every column in schema order, named
+// as the Drizzle row shape names it. postgres.js already decodes each column
+// as Drizzle would (jsonb parsed, int8 as a number, booleans), so rows need
+// no mapping.
+export interface TableReader {
+  table: string;
+  select: string;
+  column(key: string): PgColumn | undefined;
+  col(column: PgColumn): string;
+}
+
+export function tableReader(table: PgTable): TableReader {
+  const entries = Object.entries(getTableColumns(table));
+  const name = quote(getTableName(table));
+  const byKey = new Map(entries);
+  const columns = entries.map(([key, c]) => `${name}.${quote(c.name)}${c.name === key ? "" : ` as ${quote(key)}`}`);
+  return {
+    table: name,
+    select: `select ${columns.join(", ")} from ${name}`,
+    column: (key) => byKey.get(key),
+    col: (c) => `${name}.${quote(c.name)}`,
+  };
+}
+
+// Range conditions a list accepts besides the equality filters, e.g. the
+// receive-time window of events: `query[key] op column`.
+export interface ExtraCondition {
+  key: string;
+  column: PgColumn;
+  op: ">=" | "<";
+}
+
+// A parameter bound as Drizzle binds a value for the column (JSON text for
+// jsonb: the driver passes jsonb parameters through as given).
+const encode = (column: PgColumn, value: unknown): unknown => (value === null ? null : column.mapToDriverValue(value));
+
+export function tenantRepo<T extends TenantScopedTable, Row, Insert>(
+  sql: Sql,
+  db: Db,
+  table: T,
+  extra: ExtraCondition[] = [],
+): { repo: TenantRepo<Row, Insert>; reader: TableReader } {
+  const reader = tableReader(table);
+  const { col } = reader;
+  const get = `${reader.select} where ${col(table.tenantId)} = $1 and ${col(table.id)} = $2`;
+  const byId = (tenantId: string, id: string) => and(eq(table.tenantId, tenantId), eq(table.id, id));
+  const name = getTableName(table);
+  const repo: TenantRepo<Row, Insert> = {
+    list: (tenantId, query) =>
+      pg(async () => {
+        const conds = [`${col(table.tenantId)} = $1`];
+        const params: unknown[] = [tenantId];
+        const bind = (value: unknown) => `$${params.push(value)}`;
+        if (query.beforeId) conds.push(`${col(table.id)} < ${bind(query.beforeId)}`);
+        for (const [key, value] of Object.entries(query.where ?? {})) {
+          if (value === undefined) continue;
+          const column = reader.column(key);
+          if (!column) throw new Error(`unknown filter column ${key}`);
+          conds.push(`${col(column)} = ${bind(encode(column, value))}`);
+        }
+        for (const { key, column, op } of extra) {
+          const value = (query as unknown as Record<string, unknown>)[key];
+          if (value === undefined) continue;
+          conds.push(`${col(column)} ${op} ${bind(encode(column, value))}`);
+        }
+        const text = `${reader.select} where ${conds.join(" and ")} order by ${col(table.id)} desc limit ${bind(query.limit)}`;
+        // The filter keys a service passes are fixed in code: few shapes, each prepared once.
+        return [...(await sql.unsafe(text, params as never[], { prepare: true }))] as Row[]; // rows already in the Row shape (see tableReader)
+      }),
+    get: (tenantId, id) => pg(async () => (await sql.unsafe(get, [tenantId, id], { prepare: true }))[0] as Row | undefined),
+    insert: (row) => pg(async () => (await db.insert(table).values(row as T["$inferInsert"]).returning())[0] as Row),
+    // The count and the insert under one transaction-scoped lock per (table,
+    // tenant): inserts of other replicas wait, so none counts below the limit
+    // while another's insert is uncommitted.
+    insertWithin: (row, limit) =>
+      pg(() =>
+        db.transaction(async (tx) => {
+          const tenantId = (row as { tenantId: string }).tenantId;
+          await lockTenantScope(tx, name, tenantId);
+          const [{ n }] = (await tx.select({ n: count() }).from(table as PgTable).where(eq(table.tenantId, tenantId))) as [{ n: number }];
+          if (n >= limit) return undefined;
+          return (await tx.insert(table).values(row as T["$inferInsert"]).returning())[0] as Row;
+        }),
+      ),
+    update: (tenantId, id, patch) =>
+      pg(
+        async () =>
+          (await db.update(table).set(patch as Partial<T["$inferInsert"]>).where(byId(tenantId, id)).returning())[0] as Row | undefined,
+      ),
+    delete: (tenantId, id) => pg(async () => (await db.delete(table).where(byId(tenantId, id)).returning({ id: table.id })).length > 0),
+  };
+  return { repo, reader };
+}
+
+export function tenantStore(sql: Sql, db: Db): TenantStore {
+  const { tenants } = schema;
+  const reader = tableReader(tenants);
+  const order = `order by ${reader.col(tenants.id)} desc`;
+  return {
+    insert: (row) => pg(async () => (await db.insert(tenants).values(row).returning())[0]!),
+    get: (idOrSlug) =>
+      pg(async () => {
+        const [row] = await sql.unsafe(`${reader.select} where ${reader.col(tenants.id)} = $1 or ${reader.col(tenants.slug)} = $1`, [idOrSlug], {
+          prepare: true,
+        });
+        return row as TenantRow | undefined;
+      }),
+    list: (query: ListQuery<TenantRow>) =>
+      pg(async () => {
+        const rows = query.beforeId
+          ? await sql.unsafe<TenantRow[]>(`${reader.select} where ${reader.col(tenants.id)} < $1 ${order} limit $2`, [query.beforeId, query.limit], { prepare: true })
+          : await sql.unsafe<TenantRow[]>(`${reader.select} ${order} limit $1`, [query.limit], { prepare: true });
+        return [...rows];
+      }),
+    update: (id, patch) => pg(async () => (await db.update(tenants).set(patch).where(eq(tenants.id, id)).returning())[0]),
+  };
+}

@@ -1,0 +1,94 @@
+import { StoreUnavailableError } from "../errors.js";
+import type * as rows from "../rows.js";
+import { SignalHub } from "../signal-hub.js";
+import type { EventQuery, Store } from "../store.js";
+import { pg } from "./errors.js";
+import { createPgWebhookStore, type GroupCommitOptions } from "./ingest.js";
+import { createPgMemberChange } from "./members.js";
+import { migratePostgres, openPostgres } from "./open.js";
+import { createPgRunQueue } from "./queue.js";
+import { createPgRateLimits } from "./rate-limits.js";
+import { tenantRepo, tenantStore } from "./repos.js";
+import { createPgRetention } from "./retention.js";
+import { queuedCount } from "./runs.js";
+import { createPgScheduleStore } from "./schedules.js";
+import * as schema from "./schema.js";
+import { listenSignals } from "./signals.js";
+
+export interface PostgresStoreOptions {
+  // postgres://user:password@host:port/database
+  url: string;
+  // Connections of this process's pool; LISTEN takes one more.
+  poolSize?: number;
+  migrate?: boolean;
+  groupCommit?: GroupCommitOptions;
+  // How long ping waits for an answer before calling the database unreachable.
+  pingTimeoutMs?: number;
+}
+
+export async function createPostgresStore(options: PostgresStoreOptions): Promise<Store> {
+  const opened = openPostgres({ url: options.url, poolSize: options.poolSize });
+  const { sql, db } = opened;
+  const signals = new SignalHub();
+  try {
+    if (options.migrate !== false) await migratePostgres(opened);
+    await listenSignals(sql, signals);
+  } catch (err) {
+    await sql.end({ timeout: 0 });
+    throw err;
+  }
+  const { members, agents, skills, triggers, webhookSources, events, runs } = schema;
+  const memberRepo = tenantRepo<typeof members, rows.MemberRow, rows.MemberInsert>(sql, db, members);
+  const memberBySubject = `${memberRepo.reader.select}
+    where ${memberRepo.reader.col(members.tenantId)} = $1 and ${memberRepo.reader.col(members.subject)} = $2`;
+  const runRepo = tenantRepo<typeof runs, rows.RunRow, rows.RunInsert>(sql, db, runs);
+  const pingTimeoutMs = options.pingTimeoutMs ?? 2000;
+
+  return {
+    tenants: tenantStore(sql, db),
+    members: {
+      ...memberRepo.repo,
+      findBySubject: (tenantId, subject) =>
+        pg(async () => (await sql.unsafe<rows.MemberRow[]>(memberBySubject, [tenantId, subject], { prepare: true }))[0]),
+      change: createPgMemberChange(db),
+    },
+    agents: tenantRepo<typeof agents, rows.AgentRow, rows.AgentInsert>(sql, db, agents).repo,
+    skills: tenantRepo<typeof skills, rows.SkillRow, rows.SkillInsert>(sql, db, skills).repo,
+    triggers: tenantRepo<typeof triggers, rows.TriggerRow, rows.TriggerInsert>(sql, db, triggers).repo,
+    webhookSources: tenantRepo<typeof webhookSources, rows.WebhookSourceRow, rows.WebhookSourceInsert>(sql, db, webhookSources).repo,
+    events: tenantRepo<typeof events, rows.EventRow, rows.EventInsert>(sql, db, events, [
+      { key: "receivedAfter" satisfies keyof EventQuery, column: events.receiveTime, op: ">=" },
+      { key: "receivedBefore" satisfies keyof EventQuery, column: events.receiveTime, op: "<" },
+    ]).repo,
+    runs: {
+      ...runRepo.repo,
+      idsForEvent: (tenantId, eventId) =>
+        pg(async () =>
+          (await sql<{ id: string }[]>`select id from runs where tenant_id = ${tenantId} and event_id = ${eventId} order by id desc`).map((r) => r.id),
+        ),
+      queuedCount: (tenantId) => pg(() => queuedCount(sql, tenantId)),
+    },
+    webhooks: createPgWebhookStore(sql, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }),
+    queue: createPgRunQueue(sql, signals),
+    schedules: createPgScheduleStore(sql),
+    signals,
+    rateLimits: createPgRateLimits(sql),
+    retention: createPgRetention(sql),
+    // Any failure, or no answer in time (a host that drops packets leaves a
+    // connection attempt hanging), is "unreachable".
+    async ping() {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${pingTimeoutMs} ms`)), pingTimeoutMs);
+      });
+      try {
+        await Promise.race([sql`select 1`.execute(), late]);
+      } catch (err) {
+        throw new StoreUnavailableError(`database unreachable: ${(err as Error).message}`);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+    close: () => sql.end({ timeout: 5 }),
+  };
+}

@@ -1,0 +1,561 @@
+// The Store contract, held by both engines alike: every case runs on SQLite
+// (a temp file) and on PostgreSQL (a fresh database), with two store
+// instances on one database where the case is about concurrency (two
+// processes on one file; two replicas on one database).
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import postgres from "postgres";
+import { newId } from "../src/lib/ids.js";
+import { StoreConflictError, StoreReferenceError, StoreUnavailableError } from "../src/store/errors.js";
+import { openStore } from "../src/store/open.js";
+import { createPostgresStore } from "../src/store/postgres/store.js";
+import type { AgentInsert, EventInsert, RunInsert, TriggerInsert, WebhookSourceInsert } from "../src/store/rows.js";
+import { createSqliteStore } from "../src/store/sqlite/store.js";
+import type { IngestItem, Store } from "../src/store/store.js";
+import { createTestDatabase, stopTestPostgres } from "./support/postgres.js";
+
+const DAY = 24 * 60 * 60 * 1000;
+
+interface Engine {
+  name: "sqlite" | "postgres";
+  // A database of its own; `open` gives another store instance on it.
+  setup(): Promise<{ open(): Promise<Store>; teardown(): Promise<void> }>;
+}
+
+const engines: Engine[] = [
+  {
+    name: "sqlite",
+    async setup() {
+      const dir = mkdtempSync(join(tmpdir(), "agentplane-contract-"));
+      const path = join(dir, "agentplane.db");
+      return {
+        open: () => Promise.resolve(createSqliteStore({ path })),
+        teardown: async () => rmSync(dir, { recursive: true, force: true }),
+      };
+    },
+  },
+  {
+    name: "postgres",
+    async setup() {
+      const db = await createTestDatabase();
+      return { open: () => createPostgresStore({ url: db.url, poolSize: 4 }), teardown: () => db.drop() };
+    },
+  },
+];
+
+afterAll(() => stopTestPostgres());
+
+const now = Date.now();
+const times = { createTime: now, updateTime: now };
+
+function agentRow(tenantId: string, patch: Partial<AgentInsert> = {}): AgentInsert {
+  return {
+    id: newId("agt"),
+    tenantId,
+    name: "fulfil",
+    spec: { skillIds: [], allowedTools: {}, steps: [] },
+    maxSteps: 10,
+    timeoutMs: 1000,
+    enabled: true,
+    ...times,
+    ...patch,
+  };
+}
+
+function sourceRow(tenantId: string, patch: Partial<WebhookSourceInsert> = {}): WebhookSourceInsert {
+  return { id: newId("src"), tenantId, name: "shop", enabled: true, tokenDigest: randomBytes(32).toString("hex"), ...times, ...patch };
+}
+
+function triggerRow(tenantId: string, agentId: string, patch: Partial<TriggerInsert> = {}): TriggerInsert {
+  return { id: newId("trg"), tenantId, agentId, enabled: true, kind: "webhook", eventTypePattern: "order.*", ...times, ...patch };
+}
+
+function runRow(tenantId: string, agentId: string, patch: Partial<RunInsert> = {}): RunInsert {
+  return { id: newId("run"), tenantId, agentId, status: "queued", steps: [], ...times, ...patch };
+}
+
+function ingestItem(tenantId: string, sourceId: string, agentId: string, patch: Partial<EventInsert> = {}, runs = 1): IngestItem {
+  const event: EventInsert = {
+    id: newId("evt"),
+    tenantId,
+    sourceId,
+    eventType: "order.created",
+    payload: { total: 250, nested: { list: [1, "two", null] } },
+    receiveTime: now,
+    idempotencyKey: null,
+    matchedTriggerIds: [],
+    ...times,
+    ...patch,
+  };
+  return { event, runs: Array.from({ length: runs }, () => runRow(tenantId, agentId, { eventId: event.id })) };
+}
+
+describe.each(engines)("Store contract on $name", (engine) => {
+  let env: Awaited<ReturnType<Engine["setup"]>>;
+  // Two instances on one database: two processes (SQLite) or replicas (PostgreSQL).
+  let a: Store;
+  let b: Store;
+
+  beforeAll(async () => {
+    env = await engine.setup();
+    a = await env.open();
+    b = await env.open();
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await env?.teardown();
+  });
+
+  async function newTenant(store = a): Promise<string> {
+    const id = newId("ten");
+    await store.tenants.insert({ id, slug: `t-${randomBytes(4).toString("hex")}`, ...times });
+    return id;
+  }
+
+  describe("tenants", () => {
+    it("inserts, finds by id or slug, pages newest first, updates", async () => {
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) ids.push(await newTenant());
+      const row = await a.tenants.get(ids[0]!);
+      expect(row).toEqual({ id: ids[0], slug: expect.stringMatching(/^t-/), displayName: "", createTime: now, updateTime: now });
+      expect(await b.tenants.get(row!.slug)).toEqual(row);
+      expect(await a.tenants.get("ten_missing")).toBeUndefined();
+      const first = await a.tenants.list({ limit: 2 });
+      expect(first.map((t) => t.id)).toEqual([...first.map((t) => t.id)].sort().reverse());
+      const page = await a.tenants.list({ limit: 2, beforeId: ids[2] });
+      expect(page.map((t) => t.id)).toEqual([ids[1], ids[0]]);
+      expect(await a.tenants.update(ids[0]!, { displayName: "Acme", updateTime: now + 1 })).toEqual({ ...row, displayName: "Acme", updateTime: now + 1 });
+      expect(await a.tenants.update("ten_missing", { displayName: "x" })).toBeUndefined();
+    });
+
+    it("refuses a taken slug with a conflict", async () => {
+      const id = await newTenant();
+      const { slug } = (await a.tenants.get(id))!;
+      await expect(b.tenants.insert({ id: newId("ten"), slug, ...times })).rejects.toBeInstanceOf(StoreConflictError);
+    });
+  });
+
+  describe("tenant-scoped repos", () => {
+    it("insert, get, update and delete, each within its tenant", async () => {
+      const tenantId = await newTenant();
+      const other = await newTenant();
+      const inserted = await a.agents.insert(agentRow(tenantId, { description: "ships orders" }));
+      expect(inserted).toEqual({
+        id: expect.stringMatching(/^agt_/),
+        tenantId,
+        name: "fulfil",
+        description: "ships orders",
+        instructions: "",
+        spec: { skillIds: [], allowedTools: {}, steps: [] },
+        modelApiKey: null,
+        maxSteps: 10,
+        timeoutMs: 1000,
+        maxConcurrentRuns: null,
+        enabled: true,
+        createTime: now,
+        updateTime: now,
+      });
+      expect(await b.agents.get(tenantId, inserted.id)).toEqual(inserted);
+      expect(await b.agents.get(other, inserted.id)).toBeUndefined();
+
+      const spec = { skillIds: ["skl_1"], allowedTools: { skl_1: ["lookup"] }, steps: [{ skillId: "skl_1", tool: "lookup", arguments: "{}" }] };
+      const updated = await a.agents.update(tenantId, inserted.id, { spec, enabled: false, maxConcurrentRuns: 2, updateTime: now + 5 });
+      expect(updated).toEqual({ ...inserted, spec, enabled: false, maxConcurrentRuns: 2, updateTime: now + 5 });
+      expect(await b.agents.get(tenantId, inserted.id)).toEqual(updated);
+      expect(await a.agents.update(other, inserted.id, { name: "stolen" })).toBeUndefined();
+
+      expect(await a.agents.delete(other, inserted.id)).toBe(false);
+      expect(await a.agents.delete(tenantId, inserted.id)).toBe(true);
+      expect(await b.agents.get(tenantId, inserted.id)).toBeUndefined();
+      expect(await a.agents.delete(tenantId, inserted.id)).toBe(false);
+    });
+
+    it("pages newest first by keyset, with equality filters and the events' time window", async () => {
+      const tenantId = await newTenant();
+      const other = await newTenant();
+      const source = await a.webhookSources.insert(sourceRow(tenantId));
+      const ids: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const e = ingestItem(tenantId, source.id, "agt_x", { eventType: i % 2 ? "order.paid" : "order.created", receiveTime: now + i * 1000 }, 0).event;
+        await a.events.insert(e);
+        ids.push(e.id);
+      }
+      await a.events.insert(ingestItem(other, (await a.webhookSources.insert(sourceRow(other))).id, "agt_x", {}, 0).event);
+      const newest = ids.slice().reverse();
+      expect((await b.events.list(tenantId, { limit: 2 })).map((e) => e.id)).toEqual(newest.slice(0, 2));
+      expect((await b.events.list(tenantId, { limit: 2, beforeId: newest[1] })).map((e) => e.id)).toEqual(newest.slice(2, 4));
+      expect((await b.events.list(tenantId, { limit: 2, beforeId: newest[3] })).map((e) => e.id)).toEqual(newest.slice(4));
+      expect((await b.events.list(tenantId, { limit: 10, where: { eventType: "order.paid" } })).map((e) => e.id)).toEqual([ids[3], ids[1]]);
+      expect((await b.events.list(tenantId, { limit: 10, where: { eventType: undefined, sourceId: source.id } })).length).toBe(5);
+      const window = await b.events.list(tenantId, { limit: 10, receivedAfter: now + 1000, receivedBefore: now + 3000 });
+      expect(window.map((e) => e.id)).toEqual([ids[2], ids[1]]);
+      const [event] = await b.events.list(tenantId, { limit: 1, beforeId: ids[1] });
+      expect(event).toEqual({
+        id: ids[0],
+        tenantId,
+        sourceId: source.id,
+        eventType: "order.created",
+        payload: { total: 250, nested: { list: [1, "two", null] } },
+        receiveTime: now,
+        idempotencyKey: null,
+        matchedTriggerIds: [],
+        createTime: now,
+        updateTime: now,
+      });
+
+      const agent = await a.agents.insert(agentRow(tenantId, { enabled: false }));
+      await a.agents.insert(agentRow(tenantId));
+      expect((await b.agents.list(tenantId, { limit: 10, where: { enabled: false } })).map((x) => x.id)).toEqual([agent.id]);
+    });
+
+    it("inserts within a limit once, under concurrency from two instances", async () => {
+      const tenantId = await newTenant();
+      const results = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).agents.insertWithin(agentRow(tenantId), 5)));
+      expect(results.filter(Boolean)).toHaveLength(5);
+      expect(await a.agents.list(tenantId, { limit: 100 })).toHaveLength(5);
+    });
+
+    it("maps a duplicate to a conflict and a missing reference to a reference error", async () => {
+      const tenantId = await newTenant();
+      const agent = await a.agents.insert(agentRow(tenantId));
+      await expect(b.agents.insert({ ...agentRow(tenantId), id: agent.id })).rejects.toBeInstanceOf(StoreConflictError);
+      await expect(a.agents.insert(agentRow("ten_missing"))).rejects.toBeInstanceOf(StoreReferenceError);
+      await expect(a.triggers.insert(triggerRow(tenantId, "agt_missing"))).rejects.toBeInstanceOf(StoreReferenceError);
+    });
+  });
+
+  describe("members", () => {
+    it("finds by subject and changes roles, keeping the last admin", async () => {
+      const tenantId = await newTenant();
+      const admin = await a.members.insert({ id: newId("mem"), tenantId, subject: "alice", role: "admin", ...times });
+      const viewer = await a.members.insert({ id: newId("mem"), tenantId, subject: "bob", role: "viewer", ...times });
+      expect(await b.members.findBySubject(tenantId, "alice")).toEqual(admin);
+      expect(await b.members.findBySubject(tenantId, "carol")).toBeUndefined();
+      expect(await a.members.change(tenantId, admin.id, { role: "viewer", updateTime: now + 1 })).toEqual({ outcome: "last_admin" });
+      expect(await a.members.change(tenantId, admin.id, { remove: true })).toEqual({ outcome: "last_admin" });
+      expect(await a.members.change(tenantId, "mem_missing", { remove: true })).toEqual({ outcome: "not_found" });
+      expect(await a.members.change(tenantId, viewer.id, { role: "admin", updateTime: now + 1 })).toEqual({
+        outcome: "done",
+        row: { ...viewer, role: "admin", updateTime: now + 1 },
+      });
+      expect(await b.members.change(tenantId, admin.id, { remove: true })).toEqual({ outcome: "done", row: admin });
+      expect(await a.members.list(tenantId, { limit: 10 })).toEqual([{ ...viewer, role: "admin", updateTime: now + 1 }]);
+      await expect(b.members.insert({ id: newId("mem"), tenantId, subject: "bob", role: "viewer", ...times })).rejects.toBeInstanceOf(
+        StoreConflictError,
+      );
+    });
+
+    it("lets only one of two admins demote themselves at once, across instances", async () => {
+      for (let round = 0; round < 5; round++) {
+        const tenantId = await newTenant();
+        const [x, y] = await Promise.all(
+          ["x", "y"].map((subject) => a.members.insert({ id: newId("mem"), tenantId, subject, role: "admin", ...times })),
+        );
+        const outcomes = await Promise.all([
+          a.members.change(tenantId, x!.id, { role: "viewer", updateTime: now }),
+          b.members.change(tenantId, y!.id, { remove: true }),
+        ]);
+        expect(outcomes.map((o) => o.outcome).sort()).toEqual(["done", "last_admin"]);
+        expect((await a.members.list(tenantId, { limit: 10 })).filter((m) => m.role === "admin")).toHaveLength(1);
+      }
+    });
+  });
+
+  describe("webhooks", () => {
+    let tenantId: string;
+    let agentId: string;
+    let sourceId: string;
+
+    beforeAll(async () => {
+      tenantId = await newTenant();
+      agentId = (await a.agents.insert(agentRow(tenantId))).id;
+      sourceId = (await a.webhookSources.insert(sourceRow(tenantId))).id;
+    });
+
+    it("finds a source by its token digest, or by its previous one during the grace period", async () => {
+      const row = await a.webhookSources.insert(sourceRow(tenantId, { previousTokenDigest: "old-digest", previousTokenExpireTime: now + 1000 }));
+      expect(await b.webhooks.findSourceByTokenDigest(row.tokenDigest, now)).toEqual(row);
+      expect(await b.webhooks.findSourceByTokenDigest("old-digest", now)).toEqual(row);
+      expect(await b.webhooks.findSourceByTokenDigest("old-digest", now + 1000)).toBeUndefined();
+      expect(await b.webhooks.findSourceByTokenDigest("unknown", now)).toBeUndefined();
+    });
+
+    it("offers the enabled webhook triggers of enabled agents for the source or the whole tenant", async () => {
+      const t = await newTenant();
+      const agent = await a.agents.insert(agentRow(t));
+      const off = await a.agents.insert(agentRow(t, { enabled: false }));
+      const source = await a.webhookSources.insert(sourceRow(t));
+      const otherSource = await a.webhookSources.insert(sourceRow(t));
+      const forSource = await a.triggers.insert(triggerRow(t, agent.id, { sourceId: source.id, filter: "payload.total > 1" }));
+      const anySource = await a.triggers.insert(triggerRow(t, agent.id, { eventTypePattern: "**" }));
+      await a.triggers.insert(triggerRow(t, agent.id, { sourceId: otherSource.id }));
+      await a.triggers.insert(triggerRow(t, agent.id, { enabled: false }));
+      await a.triggers.insert(triggerRow(t, off.id));
+      await a.triggers.insert(triggerRow(t, agent.id, { kind: "schedule", eventTypePattern: null, cron: "* * * * *", timezone: "UTC" }));
+      const candidates = await b.webhooks.matchCandidates(t, source.id);
+      expect(candidates.sort((x, y) => (x.id < y.id ? -1 : 1))).toEqual([forSource, anySource]);
+    });
+
+    it("commits the event with its runs and reports it", async () => {
+      const item = ingestItem(tenantId, sourceId, agentId, {}, 2);
+      expect(await a.webhooks.ingest(item, DAY)).toEqual({ duplicate: false, eventId: item.event.id });
+      expect(await b.events.get(tenantId, item.event.id)).toMatchObject({ id: item.event.id, payload: item.event.payload });
+      expect((await b.runs.idsForEvent(tenantId, item.event.id)).sort()).toEqual(item.runs.map((r) => r.id).sort());
+      expect(await b.runs.get(tenantId, item.runs[0]!.id)).toEqual({
+        ...item.runs[0],
+        triggerId: null,
+        input: null,
+        status: "queued",
+        attempt: 0,
+        steps: [],
+        output: null,
+        error: "",
+        startTime: null,
+        endTime: null,
+        leaseOwner: null,
+        leaseExpireTime: null,
+      });
+    });
+
+    it("stores one event per key within the window and tells the duplicate", async () => {
+      const first = ingestItem(tenantId, sourceId, agentId, { idempotencyKey: "k-window" });
+      const again = ingestItem(tenantId, sourceId, agentId, { idempotencyKey: "k-window", receiveTime: now + 1000 });
+      expect(await a.webhooks.ingest(first, DAY)).toEqual({ duplicate: false, eventId: first.event.id });
+      expect(await b.webhooks.ingest(again, DAY)).toEqual({ duplicate: true, eventId: first.event.id });
+      expect(await a.events.get(tenantId, again.event.id)).toBeUndefined();
+      expect(await a.runs.get(tenantId, again.runs[0]!.id)).toBeUndefined();
+      // The same key from another source is another event.
+      const otherSource = (await a.webhookSources.insert(sourceRow(tenantId))).id;
+      const elsewhere = ingestItem(tenantId, otherSource, agentId, { idempotencyKey: "k-window" });
+      expect(await a.webhooks.ingest(elsewhere, DAY)).toEqual({ duplicate: false, eventId: elsewhere.event.id });
+    });
+
+    it("releases a key older than the window and stores the new event", async () => {
+      const old = ingestItem(tenantId, sourceId, agentId, { idempotencyKey: "k-old", receiveTime: now - 2 * DAY });
+      await a.webhooks.ingest(old, DAY);
+      const fresh = ingestItem(tenantId, sourceId, agentId, { idempotencyKey: "k-old" });
+      expect(await b.webhooks.ingest(fresh, DAY)).toEqual({ duplicate: false, eventId: fresh.event.id });
+      expect((await a.events.get(tenantId, old.event.id))?.idempotencyKey).toBeNull();
+      expect((await a.events.get(tenantId, fresh.event.id))?.idempotencyKey).toBe("k-old");
+      expect(await a.runs.idsForEvent(tenantId, fresh.event.id)).toEqual([fresh.runs[0]!.id]);
+    });
+
+    it("stores one event for 50 concurrent posts of one key on two instances", async () => {
+      const items = Array.from({ length: 50 }, () => ingestItem(tenantId, sourceId, agentId, { idempotencyKey: "k-burst" }));
+      const results = await Promise.all(items.map((item, i) => (i % 2 ? a : b).webhooks.ingest(item, DAY)));
+      const stored = results.filter((r) => !r.duplicate);
+      expect(stored).toHaveLength(1);
+      expect(new Set(results.map((r) => r.eventId))).toEqual(new Set([stored[0]!.eventId]));
+      const events = await a.events.list(tenantId, { limit: 100, where: { idempotencyKey: "k-burst" } });
+      expect(events.map((e) => e.id)).toEqual([stored[0]!.eventId]);
+      expect(await a.runs.idsForEvent(tenantId, stored[0]!.eventId)).toHaveLength(1);
+    });
+
+    it("settles batches that share keys in opposite orders on two instances, one event per key", async () => {
+      for (let round = 0; round < 5; round++) {
+        const keys = Array.from({ length: 200 }, (_, i) => `k-cross-${round}-${i}`);
+        const batch = (ks: string[]) => ks.map((k) => ingestItem(tenantId, sourceId, agentId, { idempotencyKey: k }));
+        const results = await Promise.all([
+          ...batch(keys).map((item) => a.webhooks.ingest(item, DAY)),
+          ...batch(keys.slice().reverse()).map((item) => b.webhooks.ingest(item, DAY)),
+        ]);
+        expect(results.filter((r) => !r.duplicate)).toHaveLength(keys.length);
+      }
+    });
+
+    it("commits many concurrent ingests, each with its runs", async () => {
+      const items = Array.from({ length: 200 }, (_, i) => ingestItem(tenantId, sourceId, agentId, { idempotencyKey: i % 3 ? `k-many-${i}` : null }, i % 3));
+      const results = await Promise.all(items.map((item, i) => (i % 2 ? a : b).webhooks.ingest(item, DAY)));
+      expect(results).toEqual(items.map((item) => ({ duplicate: false, eventId: item.event.id })));
+      for (const item of items.filter((_, i) => i % 20 === 0))
+        expect((await b.runs.idsForEvent(tenantId, item.event.id)).sort()).toEqual(item.runs.map((r) => r.id).sort());
+    });
+
+    it("fails a bad item alone: the others of its batch commit", async () => {
+      const taken = ingestItem(tenantId, sourceId, agentId);
+      await a.webhooks.ingest(taken, DAY);
+      const good = [ingestItem(tenantId, sourceId, agentId, { idempotencyKey: "k-good-1" }), ingestItem(tenantId, sourceId, agentId)];
+      // Same event id as a stored event: a conflict, not a duplicate key.
+      const clash = ingestItem(tenantId, sourceId, agentId, { id: taken.event.id, idempotencyKey: "k-clash" });
+      // A run of a tenant that does not exist: a broken reference.
+      const orphan = ingestItem(tenantId, sourceId, agentId);
+      orphan.runs[0]!.tenantId = "ten_missing";
+      const outcomes = await Promise.allSettled([good[0]!, clash, orphan, good[1]!].map((item) => a.webhooks.ingest(item, DAY)));
+      expect(outcomes[0]).toEqual({ status: "fulfilled", value: { duplicate: false, eventId: good[0]!.event.id } });
+      expect(outcomes[3]).toEqual({ status: "fulfilled", value: { duplicate: false, eventId: good[1]!.event.id } });
+      expect(outcomes[1]).toMatchObject({ status: "rejected", reason: expect.any(StoreConflictError) });
+      expect(outcomes[2]).toMatchObject({ status: "rejected", reason: expect.any(StoreReferenceError) });
+      expect(await b.events.get(tenantId, orphan.event.id)).toBeUndefined();
+      expect(await b.events.list(tenantId, { limit: 10, where: { idempotencyKey: "k-clash" } })).toEqual([]);
+      for (const item of good) expect(await b.runs.idsForEvent(tenantId, item.event.id)).toEqual([item.runs[0]!.id]);
+    });
+
+    it("counts a tenant's queued runs", async () => {
+      const t = await newTenant();
+      const source = await a.webhookSources.insert(sourceRow(t));
+      const agent = await a.agents.insert(agentRow(t));
+      await a.webhooks.ingest(ingestItem(t, source.id, agent.id, {}, 3), DAY);
+      expect(await b.runs.queuedCount(t)).toBe(3);
+    });
+  });
+
+  describe("schedules", () => {
+    it("fires a slot once across two instances, and skips it over the queued-runs quota", async () => {
+      const tenantId = await newTenant();
+      const agent = await a.agents.insert(agentRow(tenantId));
+      const trigger = await a.triggers.insert(triggerRow(tenantId, agent.id, { kind: "schedule", eventTypePattern: null, cron: "* * * * *", timezone: "UTC" }));
+      await a.triggers.insert(triggerRow(tenantId, (await a.agents.insert(agentRow(tenantId, { enabled: false }))).id, { kind: "schedule", cron: "* * * * *" }));
+      expect((await b.schedules.scheduleTriggers()).filter((t) => t.tenantId === tenantId)).toEqual([trigger]);
+      expect(await b.schedules.lastSlot(trigger.id)).toBeUndefined();
+
+      for (let slot = 1; slot <= 5; slot++) {
+        const runs = [a, b].map(() => runRow(tenantId, agent.id, { triggerId: trigger.id, input: { slot } }));
+        const outcomes = await Promise.all([a.schedules.fireSlot(trigger.id, slot * 60_000, runs[0]!), b.schedules.fireSlot(trigger.id, slot * 60_000, runs[1]!)]);
+        expect(outcomes.sort()).toEqual(["fired", "taken"]);
+        const stored = await Promise.all(runs.map((r) => a.runs.get(tenantId, r.id)));
+        expect(stored.filter(Boolean)).toHaveLength(1);
+        expect(stored.find(Boolean)).toMatchObject({ triggerId: trigger.id, input: { slot }, status: "queued" });
+      }
+      expect(await b.schedules.lastSlot(trigger.id)).toBe(5 * 60_000);
+      expect(await a.runs.queuedCount(tenantId)).toBe(5);
+
+      expect(await a.schedules.fireSlot(trigger.id, 6 * 60_000, runRow(tenantId, agent.id), 5)).toBe("over_quota");
+      expect(await b.schedules.fireSlot(trigger.id, 6 * 60_000, runRow(tenantId, agent.id))).toBe("taken");
+      expect(await b.schedules.lastSlot(trigger.id)).toBe(6 * 60_000);
+      expect(await a.runs.queuedCount(tenantId)).toBe(5);
+    });
+  });
+
+  describe("availability", () => {
+    it("answers ping while open; a closed store is unavailable, ingest included", async () => {
+      await expect(a.ping()).resolves.toBeUndefined();
+      const closing = await env.open();
+      const tenantId = await newTenant();
+      await closing.close();
+      await expect(closing.ping()).rejects.toBeInstanceOf(StoreUnavailableError);
+      await expect(closing.webhooks.ingest(ingestItem(tenantId, "src_x", "agt_x"), DAY)).rejects.toBeInstanceOf(StoreUnavailableError);
+    });
+  });
+});
+
+// What only PostgreSQL has: replicas that learn of each other's writes, and
+// the grouping visible in transaction ids.
+describe("PostgreSQL store across replicas", () => {
+  let db: Awaited<ReturnType<typeof createTestDatabase>>;
+  let a: Store;
+  let b: Store;
+  let sql: postgres.Sql;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    a = await createPostgresStore({ url: db.url, poolSize: 4 });
+    b = await createPostgresStore({ url: db.url, poolSize: 4 });
+    sql = postgres(db.url, { max: 1, onnotice: () => {} });
+  });
+  afterAll(async () => {
+    await sql?.end();
+    await a?.close();
+    await b?.close();
+    await db?.drop();
+  });
+
+  function next<T>(subscribe: (listener: (value: T) => void) => () => void, want: (value: T) => boolean = () => true): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        off();
+        reject(new Error("no signal within 1 s"));
+      }, 1000);
+      const off = subscribe((value) => {
+        if (!want(value)) return;
+        clearTimeout(timer);
+        off();
+        resolve(value);
+      });
+    });
+  }
+
+  async function tenant(): Promise<string> {
+    const id = newId("ten");
+    await a.tenants.insert({ id, slug: `t-${randomBytes(4).toString("hex")}`, ...times });
+    return id;
+  }
+
+  it("tells another replica within a second that a cached table changed, by the store or by hand", async () => {
+    const tenantId = await tenant();
+    const agentChanged = next<string | undefined>((l) => b.signals.onChanged(l), (t) => t === "agents");
+    const agent = await a.agents.insert(agentRow(tenantId));
+    await agentChanged;
+    const sourceChanged = next<string | undefined>((l) => b.signals.onChanged(l), (t) => t === "webhook_sources");
+    await a.webhookSources.insert(sourceRow(tenantId));
+    await sourceChanged;
+    const triggerChanged = next<string | undefined>((l) => a.signals.onChanged(l), (t) => t === "triggers");
+    await b.triggers.insert(triggerRow(tenantId, agent.id));
+    await triggerChanged;
+    const byHand = next<string | undefined>((l) => b.signals.onChanged(l), (t) => t === "triggers");
+    await sql`update triggers set enabled = false where tenant_id = ${tenantId}`;
+    await byHand;
+  });
+
+  it("wakes another replica's workers when ingest queues runs", async () => {
+    const tenantId = await tenant();
+    const agent = await a.agents.insert(agentRow(tenantId));
+    const source = await a.webhookSources.insert(sourceRow(tenantId));
+    const woken = next<void>((l) => b.signals.onRunsQueued(l));
+    await a.webhooks.ingest(ingestItem(tenantId, source.id, agent.id), DAY);
+    await woken;
+  });
+
+  it("reports that anything may have changed once its listening connection is back", async () => {
+    const everything = next<string | undefined>((l) => b.signals.onChanged(l), (t) => t === undefined);
+    const runs = next<void>((l) => b.signals.onRunsQueued(l));
+    await sql`select pg_terminate_backend(pid) from pg_stat_activity
+      where datname = current_database() and pid <> pg_backend_pid() and query ilike 'listen%'`;
+    await Promise.all([everything, runs]);
+    // And it listens again.
+    const tenantId = await tenant();
+    const agentChanged = next<string | undefined>((l) => b.signals.onChanged(l), (t) => t === "agents");
+    await a.agents.insert(agentRow(tenantId));
+    await agentChanged;
+  });
+
+  it("groups concurrent ingests into few transactions", async () => {
+    const tenantId = await tenant();
+    const agent = await a.agents.insert(agentRow(tenantId));
+    const source = await a.webhookSources.insert(sourceRow(tenantId));
+    const items = Array.from({ length: 100 }, () => ingestItem(tenantId, source.id, agent.id));
+    await Promise.all(items.map((item) => a.webhooks.ingest(item, DAY)));
+    // Rows written by one transaction share its id (xmin).
+    const [{ n }] = await sql<[{ n: number }]>`select count(distinct xmin::text)::int as n from events where tenant_id = ${tenantId}`;
+    expect(n).toBeLessThanOrEqual(5);
+  });
+});
+
+describe("openStore", () => {
+  it("opens PostgreSQL for a postgres:// or postgresql:// URL and SQLite without one", async () => {
+    const db = await createTestDatabase();
+    const dir = mkdtempSync(join(tmpdir(), "agentplane-open-"));
+    const sql = postgres(db.url, { max: 1, onnotice: () => {} });
+    try {
+      for (const scheme of ["postgres:", "postgresql:"]) {
+        const store = await openStore({ databaseUrl: db.url.replace(/^postgres(ql)?:/, scheme), sqlite: { path: join(dir, "unused.db") } });
+        const id = newId("ten");
+        await store.tenants.insert({ id, slug: scheme.slice(0, -1), ...times }).finally(() => store.close());
+        expect(await sql`select slug from tenants where id = ${id}`).toEqual([{ slug: scheme.slice(0, -1) }]);
+      }
+      const sqlite = await openStore({ sqlite: { path: join(dir, "agentplane.db") } });
+      await sqlite.tenants.insert({ id: newId("ten"), slug: "embedded", ...times });
+      expect((await sqlite.tenants.get("embedded"))?.slug).toBe("embedded");
+      await sqlite.close();
+      await expect(openStore({ databaseUrl: "mysql://root:topsecret@db/x", sqlite: { path: join(dir, "x.db") } })).rejects.toThrow(
+        /^the database URL must start with postgres:\/\/ or postgresql:\/\/$/,
+      );
+    } finally {
+      await sql.end();
+      await db.drop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
