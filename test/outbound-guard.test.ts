@@ -410,7 +410,7 @@ it("an open skill still works through the shared guard", async () => {
   const mcp = await startOpenMcp();
   try {
     const skill = await createSkill(open, { mcpUrl: mcp.url });
-    expect((skill.tools as Json[]).length).toBe(4);
+    expect((skill.tools as Json[]).length).toBe(5);
   } finally {
     await mcp.close();
   }
