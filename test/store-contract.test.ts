@@ -531,6 +531,54 @@ describe("PostgreSQL store across replicas", () => {
     const [{ n }] = await sql<[{ n: number }]>`select count(distinct xmin::text)::int as n from events where tenant_id = ${tenantId}`;
     expect(n).toBeLessThanOrEqual(5);
   });
+
+  it("answers unavailable, not never, while the database refuses connections", async () => {
+    const name = new URL(db.url).pathname.slice(1);
+    const adminUrl = new URL(db.url);
+    adminUrl.pathname = "/postgres";
+    const admin = postgres(adminUrl.toString(), { max: 1, onnotice: () => {} });
+    const store = await createPostgresStore({ url: db.url, poolSize: 5, hotPathTimeoutMs: 500 });
+    const tenantId = await tenant();
+    const source = await a.webhookSources.insert(sourceRow(tenantId));
+    // Settles within the deadline, or names the call that still waits.
+    const settle = (what: string, call: Promise<unknown>) =>
+      Promise.race([
+        call.then(
+          () => `${what}: answered`,
+          (err: Error) => `${what}: ${err.name}`,
+        ),
+        new Promise<string>((resolve) => setTimeout(() => resolve(`${what}: still waiting`), 3000)),
+      ]);
+    try {
+      for (let round = 0; round < 3; round++) {
+        // Back to serving: a pooled connection the last outage ended may fail its next call first.
+        for (let i = 0; ; i++) {
+          const reads = await Promise.allSettled(Array.from({ length: 10 }, () => store.webhooks.findSourceByTokenDigest(source.tokenDigest, now)));
+          if (reads.every((r) => r.status === "fulfilled")) break;
+          if (i === 20) throw new Error("the store did not serve again after the database came back");
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        await admin.unsafe(`alter database ${name} allow_connections false`);
+        await admin`select pg_terminate_backend(pid) from pg_stat_activity where datname = ${name}`;
+        const outcomes = await Promise.all([
+          // Spread over a few milliseconds: some meet a closing connection, some a new one.
+          ...Array.from({ length: 5 }, (_, i) =>
+            settle("source", new Promise((r) => setTimeout(r, 3 * i)).then(() => store.webhooks.findSourceByTokenDigest(source.tokenDigest, now))),
+          ),
+          settle("candidates", store.webhooks.matchCandidates(tenantId, source.id)),
+          settle("ingest", store.webhooks.ingest(ingestItem(tenantId, source.id, "agt_x"), DAY)),
+          settle("list", store.events.list(tenantId, { limit: 1 })),
+        ]);
+        expect(outcomes.filter((o) => o.endsWith("still waiting"))).toEqual([]);
+        expect(outcomes.filter((o) => !o.endsWith("StoreUnavailableError"))).toEqual([]);
+        await admin.unsafe(`alter database ${name} allow_connections true`);
+      }
+    } finally {
+      await admin.unsafe(`alter database ${name} allow_connections true`);
+      await admin.end();
+      await store.close();
+    }
+  });
 });
 
 describe("openStore", () => {

@@ -1,6 +1,7 @@
 import type { TransactionSql } from "postgres";
 import { StoreUnavailableError } from "../errors.js";
 import type { EventInsert, TriggerRow, WebhookSourceRow } from "../rows.js";
+import { within } from "./deadline.js";
 import { pg, toStoreError } from "./errors.js";
 import type { Sql } from "./open.js";
 import { tableReader } from "./repos.js";
@@ -115,7 +116,8 @@ function isUnavailable(err: unknown): boolean {
   return toStoreError(err) instanceof StoreUnavailableError;
 }
 
-export function createPgWebhookStore(sql: Sql, options: GroupCommitOptions): WebhookStore {
+// `timeoutMs`: how long a lookup or a batch's statement may wait (see deadline.ts).
+export function createPgWebhookStore(sql: Sql, options: GroupCommitOptions, timeoutMs: number): WebhookStore {
   const sources = tableReader(schema.webhookSources);
   const sourceByDigest = `${sources.select}
     where token_digest = $1 or (previous_token_digest = $1 and previous_token_expire_time > $2)`;
@@ -145,7 +147,7 @@ export function createPgWebhookStore(sql: Sql, options: GroupCommitOptions): Web
     try {
       const events = JSON.stringify(batch.map((p) => eventRecord(p.item.event)));
       const runs = JSON.stringify(batch.flatMap((p) => p.item.runs.map(runRecord)));
-      const inserted = new Set((await sql.unsafe<{ id: string }[]>(INSERT_ALL, [events, runs], { prepare: true })).map((r) => r.id));
+      const inserted = new Set((await within(sql.unsafe<{ id: string }[]>(INSERT_ALL, [events, runs], { prepare: true }), timeoutMs)).map((r) => r.id));
       const conflicted = batch.filter((p) => !inserted.has(p.item.event.id));
       for (const p of batch) if (inserted.has(p.item.event.id)) p.resolve({ duplicate: false, eventId: p.item.event.id });
       if (!conflicted.length) return;
@@ -207,10 +209,10 @@ export function createPgWebhookStore(sql: Sql, options: GroupCommitOptions): Web
 
   return {
     findSourceByTokenDigest: (digest, now) =>
-      pg(async () => (await sql.unsafe<WebhookSourceRow[]>(sourceByDigest, [digest, now], { prepare: true }))[0]),
+      pg(async () => (await within(sql.unsafe<WebhookSourceRow[]>(sourceByDigest, [digest, now], { prepare: true }), timeoutMs))[0]),
     matchCandidates: (tenantId, sourceId) =>
       pg(async () =>
-        (await sql.unsafe<Candidate[]>(candidates, [tenantId, sourceId], { prepare: true })).map(
+        (await within(sql.unsafe<Candidate[]>(candidates, [tenantId, sourceId], { prepare: true }), timeoutMs)).map(
           (t): TriggerRow => ({
             ...t,
             tenantId,

@@ -1,5 +1,6 @@
 import { and, count, eq, getTableColumns, getTableName } from "drizzle-orm";
 import type { PgColumn, PgTable } from "drizzle-orm/pg-core";
+import { within } from "./deadline.js";
 import { pg } from "./errors.js";
 import { lockTenantScope } from "./locks.js";
 import type { Db, Sql } from "./open.js";
@@ -55,6 +56,8 @@ export function tenantRepo<T extends TenantScopedTable, Row, Insert>(
   sql: Sql,
   db: Db,
   table: T,
+  // Reads are cancelled past it (see deadline.ts).
+  timeoutMs: number,
   extra: ExtraCondition[] = [],
 ): { repo: TenantRepo<Row, Insert>; reader: TableReader } {
   const reader = tableReader(table);
@@ -82,9 +85,9 @@ export function tenantRepo<T extends TenantScopedTable, Row, Insert>(
         }
         const text = `${reader.select} where ${conds.join(" and ")} order by ${col(table.id)} desc limit ${bind(query.limit)}`;
         // The filter keys a service passes are fixed in code: few shapes, each prepared once.
-        return [...(await sql.unsafe(text, params as never[], { prepare: true }))] as Row[]; // rows already in the Row shape (see tableReader)
+        return [...(await within(sql.unsafe(text, params as never[], { prepare: true }), timeoutMs))] as Row[]; // rows already in the Row shape (see tableReader)
       }),
-    get: (tenantId, id) => pg(async () => (await sql.unsafe(get, [tenantId, id], { prepare: true }))[0] as Row | undefined),
+    get: (tenantId, id) => pg(async () => (await within(sql.unsafe(get, [tenantId, id], { prepare: true }), timeoutMs))[0] as Row | undefined),
     insert: (row) => pg(async () => (await db.insert(table).values(row as T["$inferInsert"]).returning())[0] as Row),
     // The count and the insert under one transaction-scoped lock per (table,
     // tenant): inserts of other replicas wait, so none counts below the limit
@@ -109,7 +112,7 @@ export function tenantRepo<T extends TenantScopedTable, Row, Insert>(
   return { repo, reader };
 }
 
-export function tenantStore(sql: Sql, db: Db): TenantStore {
+export function tenantStore(sql: Sql, db: Db, timeoutMs: number): TenantStore {
   const { tenants } = schema;
   const reader = tableReader(tenants);
   const order = `order by ${reader.col(tenants.id)} desc`;
@@ -117,16 +120,20 @@ export function tenantStore(sql: Sql, db: Db): TenantStore {
     insert: (row) => pg(async () => (await db.insert(tenants).values(row).returning())[0]!),
     get: (idOrSlug) =>
       pg(async () => {
-        const [row] = await sql.unsafe(`${reader.select} where ${reader.col(tenants.id)} = $1 or ${reader.col(tenants.slug)} = $1`, [idOrSlug], {
-          prepare: true,
-        });
+        const [row] = await within(
+          sql.unsafe(`${reader.select} where ${reader.col(tenants.id)} = $1 or ${reader.col(tenants.slug)} = $1`, [idOrSlug], { prepare: true }),
+          timeoutMs,
+        );
         return row as TenantRow | undefined;
       }),
     list: (query: ListQuery<TenantRow>) =>
       pg(async () => {
-        const rows = query.beforeId
-          ? await sql.unsafe<TenantRow[]>(`${reader.select} where ${reader.col(tenants.id)} < $1 ${order} limit $2`, [query.beforeId, query.limit], { prepare: true })
-          : await sql.unsafe<TenantRow[]>(`${reader.select} ${order} limit $1`, [query.limit], { prepare: true });
+        const rows = await within(
+          query.beforeId
+            ? sql.unsafe<TenantRow[]>(`${reader.select} where ${reader.col(tenants.id)} < $1 ${order} limit $2`, [query.beforeId, query.limit], { prepare: true })
+            : sql.unsafe<TenantRow[]>(`${reader.select} ${order} limit $1`, [query.limit], { prepare: true }),
+          timeoutMs,
+        );
         return [...rows];
       }),
     update: (id, patch) => pg(async () => (await db.update(tenants).set(patch).where(eq(tenants.id, id)).returning())[0]),

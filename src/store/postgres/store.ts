@@ -2,6 +2,7 @@ import { StoreUnavailableError } from "../errors.js";
 import type * as rows from "../rows.js";
 import { SignalHub } from "../signal-hub.js";
 import type { EventQuery, Store } from "../store.js";
+import { within } from "./deadline.js";
 import { pg } from "./errors.js";
 import { createPgWebhookStore, type GroupCommitOptions } from "./ingest.js";
 import { createPgMemberChange } from "./members.js";
@@ -24,6 +25,9 @@ export interface PostgresStoreOptions {
   groupCommit?: GroupCommitOptions;
   // How long ping waits for an answer before calling the database unreachable.
   pingTimeoutMs?: number;
+  // How long a webhook's or a read's query may wait (for a connection, then
+  // for its answer) before it is cancelled and the call answers unavailable.
+  hotPathTimeoutMs?: number;
 }
 
 export async function createPostgresStore(options: PostgresStoreOptions): Promise<Store> {
@@ -37,26 +41,27 @@ export async function createPostgresStore(options: PostgresStoreOptions): Promis
     await sql.end({ timeout: 0 });
     throw err;
   }
+  const timeoutMs = options.hotPathTimeoutMs ?? 5000;
   const { members, agents, skills, triggers, webhookSources, events, runs } = schema;
-  const memberRepo = tenantRepo<typeof members, rows.MemberRow, rows.MemberInsert>(sql, db, members);
+  const memberRepo = tenantRepo<typeof members, rows.MemberRow, rows.MemberInsert>(sql, db, members, timeoutMs);
   const memberBySubject = `${memberRepo.reader.select}
     where ${memberRepo.reader.col(members.tenantId)} = $1 and ${memberRepo.reader.col(members.subject)} = $2`;
-  const runRepo = tenantRepo<typeof runs, rows.RunRow, rows.RunInsert>(sql, db, runs);
+  const runRepo = tenantRepo<typeof runs, rows.RunRow, rows.RunInsert>(sql, db, runs, timeoutMs);
   const pingTimeoutMs = options.pingTimeoutMs ?? 2000;
 
   return {
-    tenants: tenantStore(sql, db),
+    tenants: tenantStore(sql, db, timeoutMs),
     members: {
       ...memberRepo.repo,
       findBySubject: (tenantId, subject) =>
-        pg(async () => (await sql.unsafe<rows.MemberRow[]>(memberBySubject, [tenantId, subject], { prepare: true }))[0]),
+        pg(async () => (await within(sql.unsafe<rows.MemberRow[]>(memberBySubject, [tenantId, subject], { prepare: true }), timeoutMs))[0]),
       change: createPgMemberChange(db),
     },
-    agents: tenantRepo<typeof agents, rows.AgentRow, rows.AgentInsert>(sql, db, agents).repo,
-    skills: tenantRepo<typeof skills, rows.SkillRow, rows.SkillInsert>(sql, db, skills).repo,
-    triggers: tenantRepo<typeof triggers, rows.TriggerRow, rows.TriggerInsert>(sql, db, triggers).repo,
-    webhookSources: tenantRepo<typeof webhookSources, rows.WebhookSourceRow, rows.WebhookSourceInsert>(sql, db, webhookSources).repo,
-    events: tenantRepo<typeof events, rows.EventRow, rows.EventInsert>(sql, db, events, [
+    agents: tenantRepo<typeof agents, rows.AgentRow, rows.AgentInsert>(sql, db, agents, timeoutMs).repo,
+    skills: tenantRepo<typeof skills, rows.SkillRow, rows.SkillInsert>(sql, db, skills, timeoutMs).repo,
+    triggers: tenantRepo<typeof triggers, rows.TriggerRow, rows.TriggerInsert>(sql, db, triggers, timeoutMs).repo,
+    webhookSources: tenantRepo<typeof webhookSources, rows.WebhookSourceRow, rows.WebhookSourceInsert>(sql, db, webhookSources, timeoutMs).repo,
+    events: tenantRepo<typeof events, rows.EventRow, rows.EventInsert>(sql, db, events, timeoutMs, [
       { key: "receivedAfter" satisfies keyof EventQuery, column: events.receiveTime, op: ">=" },
       { key: "receivedBefore" satisfies keyof EventQuery, column: events.receiveTime, op: "<" },
     ]).repo,
@@ -68,7 +73,7 @@ export async function createPostgresStore(options: PostgresStoreOptions): Promis
         ),
       queuedCount: (tenantId) => pg(() => queuedCount(sql, tenantId)),
     },
-    webhooks: createPgWebhookStore(sql, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }),
+    webhooks: createPgWebhookStore(sql, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }, timeoutMs),
     queue: createPgRunQueue(sql, signals),
     schedules: createPgScheduleStore(sql),
     signals,
