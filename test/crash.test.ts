@@ -10,26 +10,13 @@ import { promisify } from "node:util";
 import Database from "better-sqlite3";
 import { freeLoopbackPort } from "./support/listen.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
+import { sleep, waitFor } from "./support/wait.js";
 
 const exec = promisify(execFile);
 const CLI = join(process.cwd(), "dist/src/cli/main.js");
 const HOST = "127.0.0.1";
 const TEST_TIMEOUT_MS = 60_000;
 const LEASE_SECONDS = 2;
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-
-// Polls `check` until it returns a value, or fails with `what` at the deadline.
-async function waitFor<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined> | T | undefined, everyMs = 50): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(everyMs);
-  }
-}
 
 // Every child started here, so afterAll can kill what a failed test left.
 const children = new Set<ChildProcess>();

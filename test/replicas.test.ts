@@ -13,6 +13,7 @@ import { freeLoopbackPort } from "./support/listen.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { startJwksServer, type JwksServer } from "./support/jwks-server.js";
 import { createTestDatabase, type TestDatabase } from "./support/postgres.js";
+import { sleep, waitFor } from "./support/wait.js";
 
 const exec = promisify(execFile);
 const CLI = join(process.cwd(), "dist/src/cli/main.js");
@@ -22,18 +23,6 @@ const AUDIENCE = "agentplane-replicas";
 const LEASE_SECONDS = 2;
 // Each run calls a tool that takes this long, so a kill can land mid-run.
 const TOOL_MS = 30;
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-async function waitFor<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined> | T | undefined, everyMs = 50): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(everyMs);
-  }
-}
 
 const children = new Set<ChildProcess>();
 

@@ -12,6 +12,7 @@ import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { freeLoopbackPort } from "./support/listen.js";
 import { startJwksServer, type JwksServer } from "./support/jwks-server.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
+import { sleep, waitFor } from "./support/wait.js";
 
 const exec = promisify(execFile);
 const CLI = join(process.cwd(), "dist/src/cli/main.js");
@@ -19,18 +20,6 @@ const HOST = "127.0.0.1";
 const ISSUER = "https://idp.roles.test";
 const AUDIENCE = "https://api.roles.test";
 const OPERATOR = "ops";
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-async function waitFor<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined> | T | undefined, everyMs = 50): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(everyMs);
-  }
-}
 
 const children = new Set<ChildProcess>();
 let jwks: JwksServer;

@@ -7,6 +7,7 @@ import type { RunOutcome, RunQueue } from "../store.js";
 import { CHANNELS } from "./channels.js";
 import { toStoreError } from "./errors.js";
 import { lockTenantScope } from "./locks.js";
+import { queuedCount, queueRuns } from "./runs.js";
 import type { Sql } from "./open.js";
 
 type Tx = postgres.TransactionSql;
@@ -307,25 +308,9 @@ export function createPgRunQueue(sql: Sql, signals: SignalHub): RunQueue {
             const tenantId = rows[0]!.tenantId;
             // The lock schedules take too: one count-then-insert per tenant at a time.
             await lockTenantScope(tx, "queued_runs", tenantId);
-            const [queued] = await tx<{ n: number }[]>`select count(*)::int as n from runs where status = 'queued' and tenant_id = ${tenantId}`;
-            if (queued!.n + rows.length > maxQueued) return false;
+            if ((await queuedCount(tx, tenantId)) + rows.length > maxQueued) return false;
           }
-          const values = rows.map((r) => ({
-            id: r.id,
-            tenant_id: r.tenantId,
-            agent_id: r.agentId,
-            trigger_id: r.triggerId ?? null,
-            event_id: r.eventId ?? null,
-            input: r.input ?? null,
-            create_time: r.createTime,
-            update_time: r.updateTime,
-          }));
-          await tx`
-            insert into runs (id, tenant_id, agent_id, trigger_id, event_id, input, status, attempt, steps, error, create_time, update_time)
-            select id, tenant_id, agent_id, trigger_id, event_id, input, 'queued', 0, '[]', '', create_time, update_time
-            from jsonb_to_recordset(${JSON.stringify(values)}::text::jsonb)
-              as v(id text, tenant_id text, agent_id text, trigger_id text, event_id text, input jsonb, create_time bigint, update_time bigint)`;
-          await tx`select pg_notify(${CHANNELS.runsQueued}, '')`;
+          await queueRuns(tx, rows);
           return true;
         }),
       ),
