@@ -349,6 +349,7 @@ async function graphile(): Promise<{ rate: string[]; latency: string[] }> {
       }
       const times = await Promise.all(pending);
       await runner.stop();
+      await runner.promise;
       return {
         rate: ["graphile-worker", "1", String(RUNS), (RUNS / seconds).toFixed(0)],
         latency: ["PostgreSQL", "graphile-worker: addJob → task starts", `${RATE}/s`, String(SAMPLES), ms(percentile(times, 50)), ms(percentile(times, 99))],
@@ -357,6 +358,9 @@ async function graphile(): Promise<{ rate: string[]; latency: string[] }> {
       await utils.release();
     }
   } finally {
+    // The runner ends its pool without waiting for it: a forced drop before
+    // then kills connections whose errors nothing handles.
+    await sleep(1000);
     await drop();
   }
 }
