@@ -55,6 +55,7 @@ bench: build
 	node dist/bench/webhooks/run.js
 	node dist/bench/isolation/run.js
 	node dist/bench/e2e/run.js
+	node dist/bench/postgres/queue.js
 
 clean:
 	rm -rf dist

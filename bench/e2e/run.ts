@@ -1,9 +1,13 @@
-// End to end on SQLite: the built `agentplane serve` as a child process takes
+// End to end on SQLite and PostgreSQL (BENCH_ENGINES, default both; each
+// PostgreSQL session on a database created for it on
+// AGENTPLANE_BENCH_POSTGRES_URL and dropped after): the built `agentplane serve` as a child process takes
 // webhooks and executes their runs (no step, or one tool call on a trivial
 // local MCP server). Measures the 202's latency at a steady offered rate and at full
 // speed, and whether execution keeps up (runs completed per second, queued
 // backlog before and after), with runs in worker threads (the default) and
-// on the HTTP thread (AGENTPLANE_WORKER_THREADS=0), alternated.
+// on the HTTP thread (AGENTPLANE_WORKER_THREADS=0), alternated. On
+// PostgreSQL also ingest alone on two `serve --role api` replicas on one
+// database, the load split evenly across them.
 import { spawn, execFile, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
@@ -11,10 +15,12 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { randomBytes } from "node:crypto";
 import { promisify } from "node:util";
 import autocannon, { type Result } from "autocannon";
 import Database from "better-sqlite3";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
+import postgres from "postgres";
 import { positiveInt } from "../lib/env.js";
 import { describeHost, runBench } from "../lib/run.js";
 import { printTable } from "../lib/table.js";
@@ -35,6 +41,9 @@ const ROUNDS = positiveInt("BENCH_ROUNDS", 1);
 const PACED_CONNECTIONS = positiveInt("BENCH_PACED_CONNECTIONS", 200);
 const MAX_CONNECTIONS = positiveInt("BENCH_CONNECTIONS", 50);
 const DRAIN_TIMEOUT_MS = positiveInt("BENCH_DRAIN_SECONDS", 30) * 1000;
+const ADMIN_URL = process.env.AGENTPLANE_BENCH_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+const ENGINES = (process.env.BENCH_ENGINES ?? "sqlite,postgres").split(",").map((e) => e.trim());
+for (const e of ENGINES) if (e !== "sqlite" && e !== "postgres") throw new Error(`BENCH_ENGINES: "sqlite" and/or "postgres", got "${e}"`);
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -44,6 +53,8 @@ interface Variant {
   threads?: string;
   // Role api: runs are only queued (the ingest-alone reference).
   queueOnly?: boolean;
+  // `serve` processes on one database (PostgreSQL only), the load split across them.
+  replicas?: number;
 }
 
 const VARIANTS: Variant[] = [
@@ -51,6 +62,8 @@ const VARIANTS: Variant[] = [
   { name: "all, threads=0 (same thread)", threads: "0" },
   ...(process.env.BENCH_INGEST_ONLY === "0" ? [] : [{ name: "api (runs queued, not executed)", queueOnly: true }]),
 ];
+const POSTGRES_ONLY: Variant[] = process.env.BENCH_INGEST_ONLY === "0" ? [] : [{ name: "api x2 replicas (runs queued)", queueOnly: true, replicas: 2 }];
+const variantsOf = (engine: string) => (engine === "postgres" ? [...VARIANTS, ...POSTGRES_ONLY] : VARIANTS);
 
 // What each event's run does: `step` one tool call on the trivial MCP
 // server; `empty` an agent with no steps (claimed, its agent and event read,
@@ -59,6 +72,7 @@ const RUN_KINDS = (process.env.BENCH_RUNS ?? "empty,step").split(",").map((k) =>
 for (const kind of RUN_KINDS) if (kind !== "empty" && kind !== "step") throw new Error(`BENCH_RUNS: "empty" and/or "step", got "${kind}"`);
 
 interface PhaseResult {
+  engine: string;
   variant: string;
   queueOnly: boolean;
   run: string;
@@ -105,7 +119,7 @@ class Service {
   readonly exited: Promise<number | null>;
   output = "";
 
-  constructor(readonly dir: string, port: number, jwksUrl: string, variant: Variant) {
+  constructor(readonly dir: string, port: number, jwksUrl: string, variant: Variant, databaseUrl: string | undefined) {
     this.url = `http://127.0.0.1:${port}`;
     // e.g. BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" to see where the service's threads spend their time.
     const nodeArgs = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean);
@@ -113,6 +127,7 @@ class Service {
       env: {
         PATH: process.env.PATH ?? "",
         AGENTPLANE_DATA_DIR: dir,
+        ...(databaseUrl !== undefined && { AGENTPLANE_DATABASE_URL: databaseUrl }),
         AGENTPLANE_HOST: "127.0.0.1",
         AGENTPLANE_PORT: String(port),
         AGENTPLANE_AUTH_MODE: "jwt",
@@ -174,25 +189,54 @@ class Service {
   }
 }
 
-// Runs by status, read from the database file as the service leaves it.
-function counter(dir: string) {
-  const db = new Database(join(dir, "agentplane.db"), { readonly: true, fileMustExist: true });
-  const stmt = db.prepare<[], { status: string; n: number }>("select status, count(*) as n from runs group by status");
-  return {
-    counts(): { backlog: number; done: number; failed: number } {
-      const by = Object.fromEntries(stmt.all().map((r) => [r.status, r.n]));
-      return { backlog: (by.queued ?? 0) + (by.running ?? 0), done: by.succeeded ?? 0, failed: (by.failed ?? 0) + (by.timed_out ?? 0) };
-    },
-    close: () => db.close(),
-  };
+interface Counts {
+  backlog: number;
+  done: number;
+  failed: number;
 }
 
-type Counter = ReturnType<typeof counter>;
+interface Counter {
+  counts(): Promise<Counts>;
+  close(): Promise<void>;
+}
+
+const tally = (rows: { status: string; n: number }[]): Counts => {
+  const by = Object.fromEntries(rows.map((r) => [r.status, r.n]));
+  return { backlog: (by.queued ?? 0) + (by.running ?? 0), done: by.succeeded ?? 0, failed: (by.failed ?? 0) + (by.timed_out ?? 0) };
+};
+
+// Runs by status, read from the database as the service leaves it.
+function counter(dir: string, databaseUrl: string | undefined): Counter {
+  const query = "select status, count(*)::int as n from runs group by status";
+  if (databaseUrl !== undefined) {
+    const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+    return { counts: async () => tally(await sql.unsafe<{ status: string; n: number }[]>(query)), close: () => sql.end() };
+  }
+  const db = new Database(join(dir, "agentplane.db"), { readonly: true, fileMustExist: true });
+  const stmt = db.prepare<[], { status: string; n: number }>(query.replace("::int", ""));
+  return { counts: async () => tally(stmt.all()), close: async () => void db.close() };
+}
+
+// A database created for one session (a random name), and its drop.
+async function freshDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `agentplane_bench_${randomBytes(6).toString("hex")}`;
+  const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
+  await admin.unsafe(`create database ${name}`);
+  const url = new URL(ADMIN_URL);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      await admin.unsafe(`drop database if exists ${name} with (force)`);
+      await admin.end();
+    },
+  };
+}
 
 // Seconds until no run is queued or running; undefined past the timeout.
 async function drain(count: Counter, timeoutMs: number): Promise<number | undefined> {
   const started = Date.now();
-  while (count.counts().backlog > 0) {
+  while ((await count.counts()).backlog > 0) {
     if (Date.now() - started > timeoutMs) return undefined;
     await sleep(100);
   }
@@ -219,24 +263,40 @@ async function load(url: string, token: string, seconds: number, connections: nu
   return result;
 }
 
+// The load split evenly across the services (one autocannon each, at once);
+// latency percentiles are the worst of theirs.
+async function loadAll(urls: string[], token: string, seconds: number, connections: number, rate?: number): Promise<Result> {
+  if (urls.length === 1) return load(urls[0]!, token, seconds, connections, rate);
+  const parts = await Promise.all(urls.map((u) => load(u, token, seconds, Math.ceil(connections / urls.length), rate === undefined ? undefined : Math.ceil(rate / urls.length))));
+  const worst = (k: "p50" | "p99" | "p99_9") => Math.max(...parts.map((p) => p.latency[k]));
+  return {
+    ...parts[0]!,
+    "2xx": parts.reduce((n, p) => n + p["2xx"], 0),
+    timeouts: parts.reduce((n, p) => n + p.timeouts, 0),
+    latency: { ...parts[0]!.latency, p50: worst("p50"), p99: worst("p99"), p99_9: worst("p99_9") },
+  };
+}
+
 async function phase(
+  engine: string,
   variant: Variant,
   kind: string,
   name: string,
-  service: Service,
+  services: Service[],
   count: Counter,
   webhookToken: string,
   connections: number,
   rate?: number,
 ): Promise<PhaseResult> {
-  const before = count.counts();
+  const before = await count.counts();
   const started = Date.now();
-  const result = await load(service.url, webhookToken, DURATION, connections, rate);
+  const result = await loadAll(services.map((s) => s.url), webhookToken, DURATION, connections, rate);
   const seconds = (Date.now() - started) / 1000;
-  const after = count.counts();
-  if (after.failed) throw new Error(`${after.failed} runs failed:\n${service.output}`);
+  const after = await count.counts();
+  if (after.failed) throw new Error(`${after.failed} runs failed:\n${services[0]!.output}`);
   const drainSeconds = variant.queueOnly ? undefined : await drain(count, DRAIN_TIMEOUT_MS);
   return {
+    engine,
     variant: variant.name,
     queueOnly: variant.queueOnly ?? false,
     run: kind,
@@ -254,67 +314,81 @@ async function phase(
   };
 }
 
-async function session(variant: Variant, kind: string, mcp: TrivialMcp, jwks: { url: string; token: string }): Promise<PhaseResult[]> {
+async function session(engine: string, variant: Variant, kind: string, mcp: TrivialMcp, jwks: { url: string; token: string }): Promise<PhaseResult[]> {
   const dir = mkdtempSync(join(tmpdir(), "agentplane-bench-e2e-"));
+  const db = engine === "postgres" ? await freshDatabase() : undefined;
+  const services: Service[] = [];
   try {
-    await exec(process.execPath, [CLI, "tenant", "create", "bench", "--admin", SUBJECT], { env: { PATH: process.env.PATH ?? "", AGENTPLANE_DATA_DIR: dir } });
-    const service = new Service(dir, await freePort(), jwks.url, variant);
-    await service.ready();
+    await exec(process.execPath, [CLI, "tenant", "create", "bench", "--admin", SUBJECT], {
+      env: { PATH: process.env.PATH ?? "", AGENTPLANE_DATA_DIR: dir, ...(db && { AGENTPLANE_DATABASE_URL: db.url }) },
+    });
+    // One after another: the first has migrated when the next starts.
+    for (let i = 0; i < (variant.replicas ?? 1); i++) {
+      const s = new Service(dir, await freePort(), jwks.url, variant, db?.url);
+      services.push(s);
+      await s.ready();
+    }
+    const service = services[0]!;
     const { skill } = await service.call<{ skill: { id: string } }>(jwks.token, "CreateSkill", { skill: { name: "trivial", mcpUrl: mcp.url } });
     const { agent } = await service.call<{ agent: { id: string } }>(jwks.token, "CreateAgent", {
       agent: { name: kind, skillIds: [skill.id], steps: kind === "step" ? [{ skillId: skill.id, tool: "ok", arguments: "" }] : [] },
     });
     await service.call(jwks.token, "CreateTrigger", { trigger: { agentId: agent.id, webhook: { eventTypePattern: "order.*" } } });
     const { token } = await service.call<{ token: string }>(jwks.token, "CreateWebhookSource", { webhookSource: { name: "bench" } });
-    const count = counter(dir);
+    const count = counter(dir, db?.url);
     try {
-      // Preflight: the event matches, and its run succeeds (the tool was called).
+      // Preflight: the event matches on every replica, and its run succeeds (the tool was called).
       const calls = mcp.calls();
-      const res = await fetch(`${service.url}/webhooks/events`, { method: "POST", headers: { "content-type": "application/json", "x-webhook-token": token }, body: BODY });
-      const body = (await res.json()) as { matched_triggers?: number };
-      if (res.status !== 202 || body.matched_triggers !== 1) throw new Error(`preflight: ${res.status} ${JSON.stringify(body)}`);
-      if (!variant.queueOnly && ((await drain(count, 10_000)) === undefined || count.counts().done !== 1 || mcp.calls() !== calls + (kind === "step" ? 1 : 0)))
+      for (const s of services) {
+        const res = await fetch(`${s.url}/webhooks/events`, { method: "POST", headers: { "content-type": "application/json", "x-webhook-token": token }, body: BODY });
+        const body = (await res.json()) as { matched_triggers?: number };
+        if (res.status !== 202 || body.matched_triggers !== 1) throw new Error(`preflight: ${res.status} ${JSON.stringify(body)}`);
+      }
+      if (!variant.queueOnly && ((await drain(count, 10_000)) === undefined || (await count.counts()).done !== 1 || mcp.calls() !== calls + (kind === "step" ? 1 : 0)))
         throw new Error(`preflight: the run did not succeed:\n${service.output}`);
       // Warm-up at half the rate, then let it drain.
-      await load(service.url, token, 3, PACED_CONNECTIONS, Math.ceil(RATE / 2));
+      await loadAll(services.map((s) => s.url), token, 3, PACED_CONNECTIONS, Math.ceil(RATE / 2));
       if (!variant.queueOnly) await drain(count, DRAIN_TIMEOUT_MS);
       const results = [
-        await phase(variant, kind, "steady", service, count, token, PACED_CONNECTIONS, RATE),
-        await phase(variant, kind, "max", service, count, token, MAX_CONNECTIONS),
+        await phase(engine, variant, kind, "steady", services, count, token, PACED_CONNECTIONS, RATE),
+        await phase(engine, variant, kind, "max", services, count, token, MAX_CONNECTIONS),
       ];
-      await service.stop();
+      for (const s of services) await s.stop();
       return results;
     } finally {
-      count.close();
-      service.child.kill("SIGKILL");
+      await count.close();
     }
   } finally {
+    for (const s of services) s.child.kill("SIGKILL");
+    await db?.drop();
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
 async function main(): Promise<void> {
-  console.log(`end to end (SQLite, synchronous=FULL): webhook -> run (empty: no step; step: one tool call on a trivial MCP skill)`);
+  console.log(`end to end (${ENGINES.join(", ")}; SQLite synchronous=FULL): webhook -> run (empty: no step; step: one tool call on a trivial MCP skill)`);
   console.log(`${describeHost()}; ${DURATION} s per phase; steady: ${RATE}/s offered over ${PACED_CONNECTIONS} connections; max: ${MAX_CONNECTIONS} connections`);
   const mcp = await startTrivialMcp();
   const jwks = await startJwks();
   const results: PhaseResult[] = [];
   try {
     // A B B A …: each variant as often early as late.
-    for (const kind of RUN_KINDS)
-      for (let round = 0; round < ROUNDS; round++)
-        for (const variant of round % 2 === 0 ? VARIANTS : [...VARIANTS].reverse()) {
-          console.log(`… ${variant.name}, runs: ${kind}, round ${round + 1}`);
-          results.push(...(await session(variant, kind, mcp, jwks)));
-        }
+    for (const engine of ENGINES)
+      for (const kind of RUN_KINDS)
+        for (let round = 0; round < ROUNDS; round++)
+          for (const variant of round % 2 === 0 ? variantsOf(engine) : [...variantsOf(engine)].reverse()) {
+            console.log(`… ${engine}, ${variant.name}, runs: ${kind}, round ${round + 1}`);
+            results.push(...(await session(engine, variant, kind, mcp, jwks)));
+          }
   } finally {
     jwks.close();
     await mcp.close();
   }
   console.log();
   printTable(
-    ["variant", "run", "phase", "offered", "202/s", "ack p50 ms", "ack p99 ms", "p99.9 ms", "timeouts", "runs done/s", "backlog start→end", "drain s"],
+    ["engine", "variant", "run", "phase", "offered", "202/s", "ack p50 ms", "ack p99 ms", "p99.9 ms", "timeouts", "runs done/s", "backlog start→end", "drain s"],
     results.map((r) => [
+      r.engine,
       r.variant,
       r.run,
       r.phase,
@@ -328,18 +402,24 @@ async function main(): Promise<void> {
       `${r.backlogStart}→${r.backlogEnd}`,
       r.drainSeconds !== undefined ? r.drainSeconds.toFixed(1) : r.queueOnly ? "-" : `>${DRAIN_TIMEOUT_MS / 1000}`,
     ]),
-    [0, 1, 2, 3],
+    [0, 1, 2, 3, 4],
   );
   console.log();
   for (const r of results.filter((x) => x.phase === "steady" && !x.queueOnly))
     console.log(
-      `${r.variant}, runs ${r.run}: at ${RATE}/s offered, ${r.ackPerSec.toFixed(0)}/s acknowledged, ack p99 ${r.p99.toFixed(1)} ms ` +
+      `${r.engine}, ${r.variant}, runs ${r.run}: at ${RATE}/s offered, ${r.ackPerSec.toFixed(0)}/s acknowledged, ack p99 ${r.p99.toFixed(1)} ms ` +
         `(target < 50: ${r.p99 < 50 && r.timeouts === 0 ? "met" : "not met"}), ` +
         `backlog ${r.backlogStart}→${r.backlogEnd} (${r.backlogEnd - r.backlogStart <= RATE / 10 ? "not growing" : "growing"})`,
     );
+  for (const r of results.filter((x) => x.engine === "postgres" && x.queueOnly))
+    console.log(
+      r.phase === "steady"
+        ? `postgres ingest, ${r.variant}, runs ${r.run}: at ${RATE}/s offered, ack p99 ${r.p99.toFixed(1)} ms (target < 50: ${r.p99 < 50 && r.timeouts === 0 ? "met" : "not met"})`
+        : `postgres ingest, ${r.variant}, runs ${r.run}: at full speed ${r.ackPerSec.toFixed(0)} events/s (target >= 2000: ${r.ackPerSec >= 2000 ? "met" : "not met"})`,
+    );
   for (const r of results.filter((x) => x.phase === "max" && !x.queueOnly))
     console.log(
-      `${r.variant}, runs ${r.run}: at full speed ${r.ackPerSec.toFixed(0)} events/s acknowledged, ${r.runsPerSec.toFixed(0)} runs/s completed ` +
+      `${r.engine}, ${r.variant}, runs ${r.run}: at full speed ${r.ackPerSec.toFixed(0)} events/s acknowledged, ${r.runsPerSec.toFixed(0)} runs/s completed ` +
         `(goal >= 2500 events/s sustained end to end: ${Math.min(r.ackPerSec, r.runsPerSec) >= 2500 ? "met" : "not met"})`,
     );
 }
