@@ -46,7 +46,7 @@ import type { Authenticator, Principal } from "../../src/integrations/identity/i
 import { SecretBox } from "../../src/lib/secret-box.js";
 import { createLogger } from "../../src/log.js";
 import { createSqliteStore } from "../../src/store/sqlite/store.js";
-import type { GroupCommitOptions } from "../../src/store/sqlite/ingest.js";
+import type { GroupCommitOptions } from "../../src/store/group-commit.js";
 import type { Store } from "../../src/store/store.js";
 import {
   describeLoad,

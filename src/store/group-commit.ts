@@ -1,3 +1,12 @@
+// How ingest batches form, on either engine.
+export interface GroupCommitOptions {
+  // How long the first ingest of a batch waits for others; 0 commits what
+  // arrived in the same event-loop turn. Ingests that arrive while a commit
+  // is in flight form the next batch, so batches grow with load.
+  windowMs: number;
+  maxBatch: number;
+}
+
 // Writes that arrive together share one commit. The first write of a batch
 // waits for the rest of the event-loop turn (setImmediate); writes arriving
 // while a commit is under way form the next batch, so batches grow with load

@@ -7,15 +7,8 @@ import type { Sql } from "./open.js";
 import { tableReader } from "./repos.js";
 import { insertRunRecords, queueRuns, runRecord, wakeWorkers } from "./runs.js";
 import * as schema from "./schema.js";
+import type { GroupCommitOptions } from "../group-commit.js";
 import type { IngestItem, IngestResult, WebhookStore } from "../store.js";
-
-export interface GroupCommitOptions {
-  // How long the first ingest of a batch waits for others; 0 commits what
-  // arrived in the same event-loop turn. Ingests that arrive while a commit
-  // is in flight form the next batch, so batches grow with load.
-  windowMs: number;
-  maxBatch: number;
-}
 
 interface Pending {
   item: IngestItem;

@@ -3,15 +3,8 @@ import { StoreUnavailableError } from "../errors.js";
 import type { TriggerRow, WebhookSourceRow } from "../rows.js";
 import { run, toStoreError } from "./errors.js";
 import { prepareRunInsert } from "./queue.js";
+import type { GroupCommitOptions } from "../group-commit.js";
 import type { IngestItem, IngestResult, WebhookStore } from "../store.js";
-
-export interface GroupCommitOptions {
-  // How long the first request of a batch waits for others; 0 commits what
-  // arrived in the same event-loop turn (requests that queued up during the
-  // previous commit's fsync form the next batch, so batches grow with load).
-  windowMs: number;
-  maxBatch: number;
-}
 
 interface Pending {
   item: IngestItem;
