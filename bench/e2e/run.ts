@@ -15,7 +15,6 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { randomBytes } from "node:crypto";
 import { promisify } from "node:util";
 import autocannon, { type Result } from "autocannon";
 import Database from "better-sqlite3";
@@ -25,6 +24,7 @@ import { positiveInt } from "../lib/env.js";
 import { describeHost, runBench } from "../lib/run.js";
 import { printTable } from "../lib/table.js";
 import { startTrivialMcp, type TrivialMcp } from "../lib/trivial-mcp.js";
+import { freshDatabase } from "../lib/postgres.js";
 
 const exec = promisify(execFile);
 const CLI = fileURLToPath(new URL("../../src/cli/main.js", import.meta.url));
@@ -41,7 +41,6 @@ const ROUNDS = positiveInt("BENCH_ROUNDS", 1);
 const PACED_CONNECTIONS = positiveInt("BENCH_PACED_CONNECTIONS", 200);
 const MAX_CONNECTIONS = positiveInt("BENCH_CONNECTIONS", 50);
 const DRAIN_TIMEOUT_MS = positiveInt("BENCH_DRAIN_SECONDS", 30) * 1000;
-const ADMIN_URL = process.env.AGENTPLANE_BENCH_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const ENGINES = (process.env.BENCH_ENGINES ?? "sqlite,postgres").split(",").map((e) => e.trim());
 for (const e of ENGINES) if (e !== "sqlite" && e !== "postgres") throw new Error(`BENCH_ENGINES: "sqlite" and/or "postgres", got "${e}"`);
 
@@ -217,21 +216,6 @@ function counter(dir: string, databaseUrl: string | undefined): Counter {
   return { counts: async () => tally(stmt.all()), close: async () => void db.close() };
 }
 
-// A database created for one session (a random name), and its drop.
-async function freshDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
-  const name = `agentplane_bench_${randomBytes(6).toString("hex")}`;
-  const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
-  await admin.unsafe(`create database ${name}`);
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    async drop() {
-      await admin.unsafe(`drop database if exists ${name} with (force)`);
-      await admin.end();
-    },
-  };
-}
 
 // Seconds until no run is queued or running; undefined past the timeout.
 async function drain(count: Counter, timeoutMs: number): Promise<number | undefined> {

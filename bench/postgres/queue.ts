@@ -18,13 +18,11 @@
 // SQLite is a temporary file (WAL, synchronous=FULL); PostgreSQL a database
 // created for the run on AGENTPLANE_BENCH_POSTGRES_URL (default the local
 // server) and dropped after. It reports; it fails only when a run is lost.
-import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { Logger, makeWorkerUtils, run as runGraphile, runMigrations as migrateGraphile } from "graphile-worker";
-import postgres from "postgres";
 import { newId } from "../../src/lib/ids.js";
 import { createLogger } from "../../src/log.js";
 import type { Executor } from "../../src/runtime/executor.js";
@@ -38,8 +36,8 @@ import { createSqliteStore } from "../../src/store/sqlite/store.js";
 import type { RunQueue, Store } from "../../src/store/store.js";
 import { positiveInt } from "../lib/env.js";
 import { printTable } from "../lib/table.js";
+import { freshDatabase } from "../lib/postgres.js";
 
-const ADMIN_URL = process.env.AGENTPLANE_BENCH_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const CLAIMS = positiveInt("BENCH_QUEUE_CLAIMS", 200);
 const RUNS = positiveInt("BENCH_QUEUE_RUNS", 5000);
 const LEASE = 60_000;
@@ -94,21 +92,6 @@ async function sqlite(): Promise<Engine> {
   };
 }
 
-// A database created for the run (a random name), and its drop.
-async function freshDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
-  const name = `agentplane_bench_${randomBytes(6).toString("hex")}`;
-  const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
-  await admin.unsafe(`create database ${name}`);
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    async drop() {
-      await admin.unsafe(`drop database if exists ${name} with (force)`);
-      await admin.end();
-    },
-  };
-}
 
 async function pg(): Promise<Engine> {
   const { url, drop } = await freshDatabase();
