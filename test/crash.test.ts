@@ -2,7 +2,7 @@
 // webhook load loses no acknowledged event, leaves no event without its run,
 // and runs leased by the killed process are claimed again once their lease
 // (2 s here) expires, and succeed on the next attempt.
-import { spawn, execFile, type ChildProcess } from "node:child_process";
+import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,84 +11,39 @@ import Database from "better-sqlite3";
 import { freeLoopbackPort } from "./support/listen.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { sleep, waitFor } from "./support/wait.js";
+import { CLI, CliProcess } from "./support/cli-process.js";
 
 const exec = promisify(execFile);
-const CLI = join(process.cwd(), "dist/src/cli/main.js");
-const HOST = "127.0.0.1";
 const TEST_TIMEOUT_MS = 60_000;
 const LEASE_SECONDS = 2;
 
-// Every child started here, so afterAll can kill what a failed test left.
-const children = new Set<ChildProcess>();
-
 // One `agentplane dev` process on a data dir and port.
-class DevProcess {
-  readonly child: ChildProcess;
-  output = "";
-  exited = false;
-  readonly exit: Promise<void>;
-
-  constructor(readonly dataDir: string, readonly port: number) {
-    this.child = spawn(process.execPath, [CLI, "dev"], {
-      env: {
-        PATH: process.env.PATH ?? "",
-        AGENTPLANE_DATA_DIR: dataDir,
-        AGENTPLANE_PORT: String(port),
-        AGENTPLANE_HOST: HOST,
-        AGENTPLANE_RUN_LEASE_SECONDS: String(LEASE_SECONDS),
-        AGENTPLANE_WORKER_CONCURRENCY: "1",
-        // One runtime thread: one run at a time, on any machine.
-        AGENTPLANE_WORKER_THREADS: "1",
-        // The agent's tool runs on a customer MCP server on loopback.
-        AGENTPLANE_OUTBOUND_ALLOW: "127.0.0.0/8",
-        // The load below is far above the default 100/s, burst 200 per source.
-        AGENTPLANE_WEBHOOK_RATE_PER_SECOND: "1000000",
-        AGENTPLANE_WEBHOOK_BURST: "1000000",
-        AGENTPLANE_LOG_LEVEL: "warn",
-      },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    children.add(this.child);
-    const keep = (chunk: Buffer) => {
-      this.output += chunk.toString("utf8");
-      if (this.output.length > 200_000) this.output = this.output.slice(-100_000);
-    };
-    this.child.stdout!.on("data", keep);
-    this.child.stderr!.on("data", keep);
-    this.exit = new Promise((resolve) =>
-      this.child.once("exit", () => {
-        this.exited = true;
-        children.delete(this.child);
-        resolve();
-      }),
-    );
+class DevProcess extends CliProcess {
+  constructor(
+    readonly dataDir: string,
+    port: number,
+  ) {
+    super(["dev"], {
+      AGENTPLANE_DATA_DIR: dataDir,
+      AGENTPLANE_RUN_LEASE_SECONDS: String(LEASE_SECONDS),
+      AGENTPLANE_WORKER_CONCURRENCY: "1",
+      // One runtime thread: one run at a time, on any machine.
+      AGENTPLANE_WORKER_THREADS: "1",
+      // The agent's tool runs on a customer MCP server on loopback.
+      AGENTPLANE_OUTBOUND_ALLOW: "127.0.0.0/8",
+      // The load below is far above the default 100/s, burst 200 per source.
+      AGENTPLANE_WEBHOOK_RATE_PER_SECOND: "1000000",
+      AGENTPLANE_WEBHOOK_BURST: "1000000",
+      AGENTPLANE_LOG_LEVEL: "warn",
+    }, port);
   }
 
-  get url(): string {
-    return `http://${HOST}:${this.port}`;
-  }
-
-  // Ready: /readyz answers 200 and the dev banner (with the client) is out.
-  async ready(): Promise<{ clientId: string; clientSecret: string }> {
-    return waitFor("agentplane dev to be ready", 15_000, async () => {
-      if (this.exited) throw new Error(`agentplane dev exited early:\n${this.output}`);
+  // Ready: the dev banner (with the client) is out and /readyz answers 200.
+  async devReady(): Promise<{ clientId: string; clientSecret: string }> {
+    return this.ready("agentplane dev to be ready", 15_000, () => {
       const banner = /dev client: (\S+) \/ (\S+)/.exec(this.output);
-      if (!banner) return undefined;
-      const ok = await fetch(`${this.url}/readyz`).then(
-        async (r) => (await r.arrayBuffer(), r.status === 200),
-        () => false,
-      );
-      return ok ? { clientId: banner[1]!, clientSecret: banner[2]! } : undefined;
+      return banner ? { clientId: banner[1]!, clientSecret: banner[2]! } : undefined;
     });
-  }
-
-  // Set when SIGKILL is sent; errors of requests in flight are expected then.
-  killSent = false;
-
-  async kill(): Promise<void> {
-    this.killSent = true;
-    if (!this.exited) this.child.kill("SIGKILL");
-    await this.exit;
   }
 }
 
@@ -111,7 +66,7 @@ let customer: CustomerMcp;
 
 // An agent with a webhook trigger on order.*, and a source; returns its token.
 async function setUp(dev: DevProcess): Promise<string> {
-  const { clientId, clientSecret } = await dev.ready();
+  const { clientId, clientSecret } = await dev.devReady();
   const tokenRes = await fetch(`${dev.url}/oauth/token`, {
     method: "POST",
     headers: { "content-type": "application/json" },
@@ -259,7 +214,7 @@ describe("crash recovery (agentplane dev, SIGKILL)", () => {
   });
   afterAll(async () => {
     await customer?.close();
-    for (const child of children) child.kill("SIGKILL");
+    CliProcess.killAll();
     await sleep(100);
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   });
@@ -294,7 +249,7 @@ describe("crash recovery (agentplane dev, SIGKILL)", () => {
       const statusAtKill = runsByStatus(dataDir);
 
       const second = new DevProcess(dataDir, port);
-      await second.ready();
+      await second.devReady();
 
       // Nothing acknowledged is lost, and every stored event has exactly one run.
       const check = readDb(dataDir, (db) => {
@@ -346,7 +301,7 @@ describe("crash recovery (agentplane dev, SIGKILL)", () => {
       while (!leased.length && tries++ < 5) {
         if (tries > 1) {
           dev = new DevProcess(dataDir, port);
-          await dev.ready();
+          await dev.devReady();
         }
         const sending = load(dev, webhookToken, 4);
         await waitFor("50 accepted events", 20_000, () => (sending.accepted.size >= 50 ? true : undefined), 5);
@@ -364,7 +319,7 @@ describe("crash recovery (agentplane dev, SIGKILL)", () => {
 
       const restartedAt = Date.now();
       const after = new DevProcess(dataDir, port);
-      await after.ready();
+      await after.devReady();
       const runs = await allRunsSucceed(dataDir, 30_000);
       const recoveredMs = Date.now() - restartedAt;
       const byId = new Map(runs.map((r) => [r.id, r]));

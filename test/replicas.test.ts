@@ -3,9 +3,8 @@
 // while it holds a run's lease, and then every event that got a 202 is
 // stored with its run, the dead replica's runs finish on the others, and no
 // run was executed by two replicas at once.
-import { spawn, execFile, type ChildProcess } from "node:child_process";
+import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { join } from "node:path";
 import { promisify } from "node:util";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import postgres from "postgres";
@@ -14,70 +13,14 @@ import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { startJwksServer, type JwksServer } from "./support/jwks-server.js";
 import { createTestDatabase, type TestDatabase } from "./support/postgres.js";
 import { sleep, waitFor } from "./support/wait.js";
+import { CLI, CliProcess } from "./support/cli-process.js";
 
 const exec = promisify(execFile);
-const CLI = join(process.cwd(), "dist/src/cli/main.js");
-const HOST = "127.0.0.1";
 const ISSUER = "https://idp.replicas.test";
 const AUDIENCE = "agentplane-replicas";
 const LEASE_SECONDS = 2;
 // Each run calls a tool that takes this long, so a kill can land mid-run.
 const TOOL_MS = 30;
-
-const children = new Set<ChildProcess>();
-
-class Replica {
-  readonly child: ChildProcess;
-  output = "";
-  exited = false;
-  killSent = false;
-  readonly exit: Promise<void>;
-
-  constructor(
-    readonly port: number,
-    env: Record<string, string>,
-  ) {
-    this.child = spawn(process.execPath, [CLI, "serve"], {
-      env: { PATH: process.env.PATH ?? "", ...env, AGENTPLANE_PORT: String(port) },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    children.add(this.child);
-    const keep = (chunk: Buffer) => {
-      this.output += chunk.toString("utf8");
-      if (this.output.length > 200_000) this.output = this.output.slice(-100_000);
-    };
-    this.child.stdout!.on("data", keep);
-    this.child.stderr!.on("data", keep);
-    this.exit = new Promise((resolve) =>
-      this.child.once("exit", () => {
-        this.exited = true;
-        children.delete(this.child);
-        resolve();
-      }),
-    );
-  }
-
-  get url(): string {
-    return `http://${HOST}:${this.port}`;
-  }
-
-  async ready(): Promise<void> {
-    await waitFor(`replica on ${this.port} to be ready`, 20_000, async () => {
-      if (this.exited) throw new Error(`replica exited early:\n${this.output}`);
-      const ok = await fetch(`${this.url}/readyz`).then(
-        async (r) => (await r.arrayBuffer(), r.status === 200),
-        () => false,
-      );
-      return ok ? true : undefined;
-    });
-  }
-
-  async kill(): Promise<void> {
-    this.killSent = true;
-    if (!this.exited) this.child.kill("SIGKILL");
-    await this.exit;
-  }
-}
 
 describe("three replicas on one PostgreSQL database", () => {
   let database: TestDatabase;
@@ -95,7 +38,6 @@ describe("three replicas on one PostgreSQL database", () => {
     AGENTPLANE_JWT_ISSUER: ISSUER,
     AGENTPLANE_JWT_AUDIENCE: AUDIENCE,
     AGENTPLANE_JWKS_URL: jwks.url,
-    AGENTPLANE_HOST: HOST,
     AGENTPLANE_RUN_LEASE_SECONDS: String(LEASE_SECONDS),
     AGENTPLANE_WORKER_CONCURRENCY: "2",
     AGENTPLANE_OUTBOUND_ALLOW: "127.0.0.0/8",
@@ -121,7 +63,7 @@ describe("three replicas on one PostgreSQL database", () => {
   });
 
   afterAll(async () => {
-    for (const child of children) child.kill("SIGKILL");
+    CliProcess.killAll();
     await sleep(100);
     await sql?.end();
     await customer?.close();
@@ -137,8 +79,8 @@ describe("three replicas on one PostgreSQL database", () => {
       const { stdout } = await exec(process.execPath, [CLI, "source", "create", "acme", "orders"], { env: cliEnv });
       const webhookToken = /whk_[A-Za-z0-9_-]+/.exec(stdout)![0];
 
-      const replicas = await Promise.all([0, 1, 2].map(async () => new Replica(await freeLoopbackPort(), env())));
-      await Promise.all(replicas.map((r) => r.ready()));
+      const replicas = await Promise.all([0, 1, 2].map(async () => new CliProcess(["serve"], env(), await freeLoopbackPort())));
+      await Promise.all(replicas.map((r, i) => r.ready(`replica ${i} to be ready`, 20_000)));
 
       const call = async <T>(method: string, body: unknown): Promise<T> => {
         const res = await fetch(`${replicas[0]!.url}/platform.v1.PlatformService/${method}`, {

@@ -2,7 +2,7 @@
 // binary): an api process only queues runs, a worker process on the same
 // SQLite file executes them, and `all` executes runs in worker threads that
 // a cancel through the API and a SIGTERM still reach.
-import { spawn, execFile, type ChildProcess } from "node:child_process";
+import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,36 +13,25 @@ import { freeLoopbackPort } from "./support/listen.js";
 import { startJwksServer, type JwksServer } from "./support/jwks-server.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { sleep, waitFor } from "./support/wait.js";
+import { CLI, CliProcess } from "./support/cli-process.js";
 
 const exec = promisify(execFile);
-const CLI = join(process.cwd(), "dist/src/cli/main.js");
-const HOST = "127.0.0.1";
 const ISSUER = "https://idp.roles.test";
 const AUDIENCE = "https://api.roles.test";
 const OPERATOR = "ops";
 
-const children = new Set<ChildProcess>();
 let jwks: JwksServer;
 let token: string;
 let customer: CustomerMcp;
 const dirs: string[] = [];
 
 // One `agentplane serve` process with `args` on a data dir.
-class Serve {
-  readonly child: ChildProcess;
-  readonly port: number;
-  output = "";
-  exitCode: number | null | undefined;
-  readonly exit: Promise<void>;
-
+class Serve extends CliProcess {
   constructor(dataDir: string, port: number, args: string[], env: Record<string, string> = {}) {
-    this.port = port;
-    this.child = spawn(process.execPath, [CLI, "serve", ...args], {
-      env: {
-        PATH: process.env.PATH ?? "",
+    super(
+      ["serve", ...args],
+      {
         AGENTPLANE_DATA_DIR: dataDir,
-        AGENTPLANE_PORT: String(port),
-        AGENTPLANE_HOST: HOST,
         AGENTPLANE_AUTH_MODE: "jwt",
         AGENTPLANE_JWT_ISSUER: ISSUER,
         AGENTPLANE_JWT_AUDIENCE: AUDIENCE,
@@ -52,36 +41,8 @@ class Serve {
         AGENTPLANE_LOG_LEVEL: "info",
         ...env,
       },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    children.add(this.child);
-    const keep = (chunk: Buffer) => {
-      this.output += chunk.toString("utf8");
-      if (this.output.length > 200_000) this.output = this.output.slice(-100_000);
-    };
-    this.child.stdout!.on("data", keep);
-    this.child.stderr!.on("data", keep);
-    this.exit = new Promise((resolve) =>
-      this.child.once("exit", (code) => {
-        this.exitCode = code;
-        children.delete(this.child);
-        resolve();
-      }),
+      port,
     );
-  }
-
-  get url(): string {
-    return `http://${HOST}:${this.port}`;
-  }
-
-  async ready(): Promise<void> {
-    await waitFor("agentplane serve to be ready", 15_000, async () => {
-      if (this.exitCode !== undefined) throw new Error(`agentplane serve exited early (${this.exitCode}):\n${this.output}`);
-      return fetch(`${this.url}/readyz`).then(
-        async (r) => (await r.arrayBuffer(), r.status === 200 ? true : undefined),
-        () => undefined,
-      );
-    });
   }
 
   async call<T>(method: string, body: unknown): Promise<T> {
@@ -153,7 +114,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const child of children) child.kill("SIGKILL");
+  CliProcess.killAll();
   await sleep(100);
   await customer?.close();
   await jwks?.close();
@@ -164,7 +125,7 @@ describe("agentplane serve --role", () => {
   it("api queues runs without executing them; a worker process on the same database executes them", async () => {
     const dir = await dataDir();
     const api = new Serve(dir, await freeLoopbackPort(), ["--role", "api"]);
-    await api.ready();
+    await api.ready("agentplane serve to be ready", 15_000);
     const agentId = await agentCalling(api, "echo", '{"text": "hi"}');
     const run = await runAgent(api, agentId);
     expect(run.status).toBe("RUN_STATUS_QUEUED");
@@ -174,7 +135,7 @@ describe("agentplane serve --role", () => {
 
     // AGENTPLANE_ROLE selects the role as well as the flag does.
     const worker = new Serve(dir, await freeLoopbackPort(), [], { AGENTPLANE_ROLE: "worker" });
-    await worker.ready();
+    await worker.ready("agentplane serve to be ready", 15_000);
     // Health only: the worker serves none of the API.
     expect((await fetch(`${worker.url}/platform.v1.PlatformService/ListAgents`, { method: "POST", body: "{}" })).status).toBe(404);
     expect((await fetch(`${worker.url}/api/v1/agents`)).status).toBe(404);
@@ -192,7 +153,7 @@ describe("agentplane serve --role", () => {
     // One run at a time per thread, two threads: the cancelled run's thread
     // must take the next run right away, not after the lease heartbeat (10 s).
     const serve = new Serve(dir, await freeLoopbackPort(), [], { AGENTPLANE_WORKER_THREADS: "2", AGENTPLANE_WORKER_CONCURRENCY: "1" });
-    await serve.ready();
+    await serve.ready("agentplane serve to be ready", 15_000);
     expect(serve.output).toContain("runs execute in 2 worker threads");
     const slow = await agentCalling(serve, "slow", '{"ms": 60000}');
     const quick = await agentCalling(serve, "echo", '{"text": "after"}');
@@ -217,7 +178,7 @@ describe("agentplane serve --role", () => {
   it("SIGTERM lets a run in flight in a worker thread finish, then exits", async () => {
     const dir = await dataDir();
     const serve = new Serve(dir, await freeLoopbackPort(), ["--role", "all"], { AGENTPLANE_WORKER_THREADS: "1" });
-    await serve.ready();
+    await serve.ready("agentplane serve to be ready", 15_000);
     const agentId = await agentCalling(serve, "slow", '{"ms": 1500}');
     const run = await runAgent(serve, agentId);
     await runStatus(serve, run.id, "RUN_STATUS_RUNNING", 5_000);
