@@ -10,7 +10,9 @@ import type { WebhookLookups } from "./lookup-cache.js";
 import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 
 type Methods = typeof PlatformService.method;
-export type MethodName = keyof Methods;
+// Unary methods; the server-streaming `Watch…` methods have stream handlers.
+export type MethodName = { [K in keyof Methods]: Methods[K]["methodKind"] extends "unary" ? K : never }[keyof Methods];
+export type StreamMethodName = Exclude<keyof Methods, MethodName>;
 
 // A service implementation function: the request message and the authorized
 // call, nothing of the transport.
@@ -19,7 +21,16 @@ export type Handler<K extends MethodName> = (
   call: CallContext,
 ) => Promise<MessageInitShape<Methods[K]["output"]>>;
 
+// A streaming implementation: yields each response message until the stream
+// ends or `signal` aborts (the caller went away).
+export type StreamHandler<K extends StreamMethodName> = (
+  req: MessageShape<Methods[K]["input"]>,
+  call: CallContext,
+  signal: AbortSignal,
+) => AsyncIterable<MessageInitShape<Methods[K]["output"]>>;
+
 export type PlatformHandlers = { [K in MethodName]: Handler<K> };
+export type PlatformStreamHandlers = { [K in StreamMethodName]: StreamHandler<K> };
 
 export interface ServiceDeps {
   store: Store;

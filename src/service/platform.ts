@@ -1,4 +1,5 @@
 import type { DescMethod } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { PlatformService } from "../../gen/platform/v1/platform_service_pb.js";
 import type { Authenticator } from "../integrations/identity/index.js";
 import type { SecretBox } from "../lib/secret-box.js";
@@ -71,6 +72,12 @@ export function createPlatform(options: PlatformOptions) {
     ...webhookSourceHandlers(deps),
     ...eventHandlers(deps),
     ...runHandlers(deps),
+    listMemberships: async () => {
+      throw new ConnectError("ListMemberships is not implemented yet", Code.Unimplemented);
+    },
+    sendWebhookSourceTestEvent: async () => {
+      throw new ConnectError("SendWebhookSourceTestEvent is not implemented yet", Code.Unimplemented);
+    },
   };
   const access = createAccess(options);
 

@@ -27,7 +27,7 @@ function hideInternalErrors(log: FastifyBaseLogger): Interceptor {
 export async function connectSurface(app: FastifyInstance, opts: { platform: Platform; readMaxBytes: number }): Promise<void> {
   const { platform } = opts;
   const impl: Record<string, (req: unknown, ctx: { requestHeader: Headers }) => Promise<unknown>> = {};
-  for (const method of platform.service.methods as DescMethod[])
+  for (const method of (platform.service.methods as DescMethod[]).filter((m) => m.methodKind === "unary"))
     impl[method.localName] = (req, ctx) =>
       platform.invoke(method, req, callerFromHeaders((name) => ctx.requestHeader.get(name)), "api");
   await app.register(fastifyConnectPlugin, {

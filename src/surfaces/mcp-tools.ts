@@ -101,7 +101,9 @@ function requiredFields(method: DescMethod): string[] {
 }
 
 export function derivePlatformTools(service: DescService): PlatformTool[] {
-  return service.methods.map((method) => {
+  // Streaming methods are not tools: a tool call answers once (`get_run` is
+  // the way to follow a run there).
+  return service.methods.filter((m) => m.methodKind === "unary").map((method) => {
     const rule = ruleOf(method);
     const { write } = rule;
     // Said from the same rule the access check applies.

@@ -47,7 +47,8 @@ const STANDARD: Record<string, { verb: HttpVerb; withId: boolean; status?: 201 }
 export function deriveRestRoutes(service: DescService, prefix = "/api/v1"): RestRoute[] {
   const resources = resourcesOf(service);
   const routes: RestRoute[] = [];
-  for (const method of service.methods) {
+  // Streams have no REST form; their unary siblings (Get, List) do.
+  for (const method of service.methods.filter((m) => m.methodKind === "unary")) {
     const listed = resources.find((r) => method.name === `List${r.plural}`);
     if (listed) {
       routes.push({ method, verb: "GET", path: `${prefix}/${kebab(listed.plural)}`, successStatus: 200 });

@@ -11,7 +11,7 @@ import { file_google_protobuf_descriptor } from "@bufbuild/protobuf/wkt";
  * Describes the file platform/v1/options.proto.
  */
 export const file_platform_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("ChlwbGF0Zm9ybS92MS9vcHRpb25zLnByb3RvEgtwbGF0Zm9ybS52MSpgCgZBY2Nlc3MSFgoSQUNDRVNTX1VOU1BFQ0lGSUVEEAASGQoVQUNDRVNTX1BMQVRGT1JNX0FETUlOEAESIwofQUNDRVNTX1RFTkFOVF9PUl9QTEFURk9STV9BRE1JThACOk0KBmFjY2VzcxIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGNGGAyABKA4yEy5wbGF0Zm9ybS52MS5BY2Nlc3NSBmFjY2Vzc2IGcHJvdG8z", [file_google_protobuf_descriptor]);
+  fileDesc("ChlwbGF0Zm9ybS92MS9vcHRpb25zLnByb3RvEgtwbGF0Zm9ybS52MSpzCgZBY2Nlc3MSFgoSQUNDRVNTX1VOU1BFQ0lGSUVEEAASGQoVQUNDRVNTX1BMQVRGT1JNX0FETUlOEAESIwofQUNDRVNTX1RFTkFOVF9PUl9QTEFURk9STV9BRE1JThACEhEKDUFDQ0VTU19DQUxMRVIQAzpNCgZhY2Nlc3MSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxjRhgMgASgOMhMucGxhdGZvcm0udjEuQWNjZXNzUgZhY2Nlc3NiBnByb3RvMw", [file_google_protobuf_descriptor]);
 
 /**
  * Who may call an operation beyond the read/write scope derived from
@@ -43,6 +43,14 @@ export enum Access {
    * @generated from enum value: ACCESS_TENANT_OR_PLATFORM_ADMIN = 2;
    */
   TENANT_OR_PLATFORM_ADMIN = 2,
+
+  /**
+   * Caller operation: any authenticated caller with a read scope; no tenant
+   * is selected, and the answer is only about the caller.
+   *
+   * @generated from enum value: ACCESS_CALLER = 3;
+   */
+  CALLER = 3,
 }
 
 /**

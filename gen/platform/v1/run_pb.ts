@@ -4,15 +4,15 @@
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Duration, Timestamp, Value } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file platform/v1/run.proto.
  */
 export const file_platform_v1_run: GenFile = /*@__PURE__*/
-  fileDesc("ChVwbGF0Zm9ybS92MS9ydW4ucHJvdG8SC3BsYXRmb3JtLnYxItUDCgNSdW4SCgoCaWQYASABKAkSDgoGdGVuYW50GAIgASgJEhAKCGFnZW50X2lkGAMgASgJEhIKCnRyaWdnZXJfaWQYBCABKAkSEAoIZXZlbnRfaWQYBSABKAkSJQoFaW5wdXQYBiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSJgoGc3RhdHVzGAcgASgOMhYucGxhdGZvcm0udjEuUnVuU3RhdHVzEg8KB2F0dGVtcHQYCCABKAUSIwoFc3RlcHMYCSADKAsyFC5wbGF0Zm9ybS52MS5SdW5TdGVwEiYKBm91dHB1dBgKIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRINCgVlcnJvchgLIAEoCRIuCgpzdGFydF90aW1lGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLY3JlYXRlX3RpbWUYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGA8gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKvAgoHUnVuU3RlcBIjCgRraW5kGAEgASgOMhUucGxhdGZvcm0udjEuU3RlcEtpbmQSEAoIc2tpbGxfaWQYAiABKAkSDAoEdG9vbBgDIAEoCRIpCglhcmd1bWVudHMYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSJgoGcmVzdWx0GAUgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEg0KBWVycm9yGAYgASgJEi4KCnN0YXJ0X3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdhdHRlbXB0GAkgASgFEg4KBndvcmtlchgKIAEoCSq7AQoJUnVuU3RhdHVzEhoKFlJVTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIVChFSVU5fU1RBVFVTX1FVRVVFRBABEhYKElJVTl9TVEFUVVNfUlVOTklORxACEhgKFFJVTl9TVEFUVVNfU1VDQ0VFREVEEAMSFQoRUlVOX1NUQVRVU19GQUlMRUQQBBIYChRSVU5fU1RBVFVTX0NBTkNFTExFRBAFEhgKFFJVTl9TVEFUVVNfVElNRURfT1VUEAYqWAoIU3RlcEtpbmQSGQoVU1RFUF9LSU5EX1VOU1BFQ0lGSUVEEAASFwoTU1RFUF9LSU5EX1RPT0xfQ0FMTBABEhgKFFNURVBfS0lORF9NT0RFTF9DQUxMEAJiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChVwbGF0Zm9ybS92MS9ydW4ucHJvdG8SC3BsYXRmb3JtLnYxItUDCgNSdW4SCgoCaWQYASABKAkSDgoGdGVuYW50GAIgASgJEhAKCGFnZW50X2lkGAMgASgJEhIKCnRyaWdnZXJfaWQYBCABKAkSEAoIZXZlbnRfaWQYBSABKAkSJQoFaW5wdXQYBiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSJgoGc3RhdHVzGAcgASgOMhYucGxhdGZvcm0udjEuUnVuU3RhdHVzEg8KB2F0dGVtcHQYCCABKAUSIwoFc3RlcHMYCSADKAsyFC5wbGF0Zm9ybS52MS5SdW5TdGVwEiYKBm91dHB1dBgKIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRINCgVlcnJvchgLIAEoCRIuCgpzdGFydF90aW1lGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLY3JlYXRlX3RpbWUYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGA8gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK6AwoHUnVuU3RlcBIjCgRraW5kGAEgASgOMhUucGxhdGZvcm0udjEuU3RlcEtpbmQSEAoIc2tpbGxfaWQYAiABKAkSDAoEdG9vbBgDIAEoCRIpCglhcmd1bWVudHMYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSJgoGcmVzdWx0GAUgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEg0KBWVycm9yGAYgASgJEi4KCnN0YXJ0X3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdhdHRlbXB0GAkgASgFEg4KBndvcmtlchgKIAEoCRInCgZzdGF0dXMYCyABKA4yFy5wbGF0Zm9ybS52MS5TdGVwU3RhdHVzEisKCGR1cmF0aW9uGAwgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjMKDWNhbGxfYXR0ZW1wdHMYDSADKAsyHC5wbGF0Zm9ybS52MS5TdGVwQ2FsbEF0dGVtcHQifgoPU3RlcENhbGxBdHRlbXB0Ei4KCnN0YXJ0X3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVlcnJvchgDIAEoCSq7AQoJUnVuU3RhdHVzEhoKFlJVTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIVChFSVU5fU1RBVFVTX1FVRVVFRBABEhYKElJVTl9TVEFUVVNfUlVOTklORxACEhgKFFJVTl9TVEFUVVNfU1VDQ0VFREVEEAMSFQoRUlVOX1NUQVRVU19GQUlMRUQQBBIYChRSVU5fU1RBVFVTX0NBTkNFTExFRBAFEhgKFFJVTl9TVEFUVVNfVElNRURfT1VUEAYqWAoIU3RlcEtpbmQSGQoVU1RFUF9LSU5EX1VOU1BFQ0lGSUVEEAASFwoTU1RFUF9LSU5EX1RPT0xfQ0FMTBABEhgKFFNURVBfS0lORF9NT0RFTF9DQUxMEAIqdQoKU3RlcFN0YXR1cxIbChdTVEVQX1NUQVRVU19VTlNQRUNJRklFRBAAEhcKE1NURVBfU1RBVFVTX1JVTk5JTkcQARIZChVTVEVQX1NUQVRVU19TVUNDRUVERUQQAhIWChJTVEVQX1NUQVRVU19GQUlMRUQQA2IGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * One execution of an agent.
@@ -168,6 +168,30 @@ export type RunStep = Message<"platform.v1.RunStep"> & {
    * @generated from field: string worker = 10;
    */
   worker: string;
+
+  /**
+   * `running` from the moment the step starts, so a live run shows the call
+   * in flight; then `succeeded` or `failed` (`error` says why).
+   *
+   * @generated from field: platform.v1.StepStatus status = 11;
+   */
+  status: StepStatus;
+
+  /**
+   * `end_time - start_time`; unset while the step runs.
+   *
+   * @generated from field: google.protobuf.Duration duration = 12;
+   */
+  duration?: Duration | undefined;
+
+  /**
+   * Each call the step made. A transient failure (connection refused or
+   * reset, HTTP 5xx, timeout) is retried with backoff inside the step, and
+   * every try is kept here in order; the last one is the step's outcome.
+   *
+   * @generated from field: repeated platform.v1.StepCallAttempt call_attempts = 13;
+   */
+  callAttempts: StepCallAttempt[];
 };
 
 /**
@@ -176,6 +200,39 @@ export type RunStep = Message<"platform.v1.RunStep"> & {
  */
 export const RunStepSchema: GenMessage<RunStep> = /*@__PURE__*/
   messageDesc(file_platform_v1_run, 1);
+
+/**
+ * One try of a step's call.
+ *
+ * @generated from message platform.v1.StepCallAttempt
+ */
+export type StepCallAttempt = Message<"platform.v1.StepCallAttempt"> & {
+  /**
+   * @generated from field: google.protobuf.Timestamp start_time = 1;
+   */
+  startTime?: Timestamp | undefined;
+
+  /**
+   * Unset while the try is in flight.
+   *
+   * @generated from field: google.protobuf.Timestamp end_time = 2;
+   */
+  endTime?: Timestamp | undefined;
+
+  /**
+   * Why the try failed; empty when it succeeded or is in flight.
+   *
+   * @generated from field: string error = 3;
+   */
+  error: string;
+};
+
+/**
+ * Describes the message platform.v1.StepCallAttempt.
+ * Use `create(StepCallAttemptSchema)` to create a new message.
+ */
+export const StepCallAttemptSchema: GenMessage<StepCallAttempt> = /*@__PURE__*/
+  messageDesc(file_platform_v1_run, 2);
 
 /**
  * Lifecycle of a run: queued -> running -> one terminal status.
@@ -252,4 +309,37 @@ export enum StepKind {
  */
 export const StepKindSchema: GenEnum<StepKind> = /*@__PURE__*/
   enumDesc(file_platform_v1_run, 1);
+
+/**
+ * Lifecycle of a step: recorded `running` when it starts, then completed.
+ *
+ * @generated from enum platform.v1.StepStatus
+ */
+export enum StepStatus {
+  /**
+   * @generated from enum value: STEP_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: STEP_STATUS_RUNNING = 1;
+   */
+  RUNNING = 1,
+
+  /**
+   * @generated from enum value: STEP_STATUS_SUCCEEDED = 2;
+   */
+  SUCCEEDED = 2,
+
+  /**
+   * @generated from enum value: STEP_STATUS_FAILED = 3;
+   */
+  FAILED = 3,
+}
+
+/**
+ * Describes the enum platform.v1.StepStatus.
+ */
+export const StepStatusSchema: GenEnum<StepStatus> = /*@__PURE__*/
+  enumDesc(file_platform_v1_run, 2);
 

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file platform/v1/tenant.proto.
  */
 export const file_platform_v1_tenant: GenFile = /*@__PURE__*/
-  fileDesc("ChhwbGF0Zm9ybS92MS90ZW5hbnQucHJvdG8SC3BsYXRmb3JtLnYxIpoBCgZUZW5hbnQSCgoCaWQYASABKAkSDAoEc2x1ZxgCIAEoCRIUCgxkaXNwbGF5X25hbWUYAyABKAkSLwoLY3JlYXRlX3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK4AQoGTWVtYmVyEgoKAmlkGAEgASgJEg4KBnRlbmFudBgCIAEoCRIPCgdzdWJqZWN0GAMgASgJEh8KBHJvbGUYBCABKA4yES5wbGF0Zm9ybS52MS5Sb2xlEi8KC2NyZWF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBiBnByb3RvMw", [file_google_protobuf_timestamp, file_platform_v1_common]);
+  fileDesc("ChhwbGF0Zm9ybS92MS90ZW5hbnQucHJvdG8SC3BsYXRmb3JtLnYxIpoBCgZUZW5hbnQSCgoCaWQYASABKAkSDAoEc2x1ZxgCIAEoCRIUCgxkaXNwbGF5X25hbWUYAyABKAkSLwoLY3JlYXRlX3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK4AQoGTWVtYmVyEgoKAmlkGAEgASgJEg4KBnRlbmFudBgCIAEoCRIPCgdzdWJqZWN0GAMgASgJEh8KBHJvbGUYBCABKA4yES5wbGF0Zm9ybS52MS5Sb2xlEi8KC2NyZWF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiUwoKTWVtYmVyc2hpcBIOCgZ0ZW5hbnQYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEh8KBHJvbGUYAyABKA4yES5wbGF0Zm9ybS52MS5Sb2xlYgZwcm90bzM", [file_google_protobuf_timestamp, file_platform_v1_common]);
 
 /**
  * A tenant owns every other record. Selected per request by its slug
@@ -109,4 +109,36 @@ export type Member = Message<"platform.v1.Member"> & {
  */
 export const MemberSchema: GenMessage<Member> = /*@__PURE__*/
   messageDesc(file_platform_v1_tenant, 1);
+
+/**
+ * The caller's own standing in one tenant, as the console's tenant switcher
+ * shows it.
+ *
+ * @generated from message platform.v1.Membership
+ */
+export type Membership = Message<"platform.v1.Membership"> & {
+  /**
+   * Slug of the tenant.
+   *
+   * @generated from field: string tenant = 1;
+   */
+  tenant: string;
+
+  /**
+   * @generated from field: string display_name = 2;
+   */
+  displayName: string;
+
+  /**
+   * @generated from field: platform.v1.Role role = 3;
+   */
+  role: Role;
+};
+
+/**
+ * Describes the message platform.v1.Membership.
+ * Use `create(MembershipSchema)` to create a new message.
+ */
+export const MembershipSchema: GenMessage<Membership> = /*@__PURE__*/
+  messageDesc(file_platform_v1_tenant, 2);
 
