@@ -248,6 +248,40 @@ describe.each(engines)("Store contract on $name", (engine) => {
       );
     });
 
+    it("lists a subject's tenants with its roles, newest first by keyset, or every tenant", async () => {
+      const subject = `user-${randomBytes(4).toString("hex")}`;
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) ids.push(await newTenant());
+      const [older, middle, newest] = ids as [string, string, string];
+      const stranger = await newTenant();
+      await a.tenants.update(middle, { displayName: "Middle" });
+      await a.members.insert({ id: newId("mem"), tenantId: older, subject, role: "admin", ...times });
+      await a.members.insert({ id: newId("mem"), tenantId: middle, subject, role: "viewer", ...times });
+      await a.members.insert({ id: newId("mem"), tenantId: newest, subject, role: "viewer", ...times });
+      await a.members.insert({ id: newId("mem"), tenantId: stranger, subject: `${subject}-other`, role: "admin", ...times });
+
+      const all = await b.members.memberships(subject, { limit: 10 });
+      expect(all.map((m) => [m.tenant.id, m.role])).toEqual([
+        [newest, "viewer"],
+        [middle, "viewer"],
+        [older, "admin"],
+      ]);
+      expect(all[1]!.tenant).toEqual({ ...(await a.tenants.get(middle))!, displayName: "Middle" });
+      expect((await b.members.memberships(subject, { limit: 2 })).map((m) => m.tenant.id)).toEqual([newest, middle]);
+      expect((await b.members.memberships(subject, { limit: 2, beforeTenantId: middle })).map((m) => m.tenant.id)).toEqual([older]);
+      expect(await b.members.memberships("nobody", { limit: 10 })).toEqual([]);
+      // A prefix of the subject is another subject.
+      expect(await b.members.memberships(subject.slice(0, -1), { limit: 10 })).toEqual([]);
+
+      const every = await b.members.memberships(subject, { limit: 1000, everyTenant: true });
+      const tenants = await a.tenants.list({ limit: 1000 });
+      expect(every.map((m) => m.tenant)).toEqual(tenants);
+      const roles = new Map(every.map((m) => [m.tenant.id, m.role]));
+      expect([roles.get(newest), roles.get(middle), roles.get(older), roles.get(stranger)]).toEqual(["viewer", "viewer", "admin", null]);
+      const page = await b.members.memberships(subject, { limit: 2, everyTenant: true, beforeTenantId: newest });
+      expect(page.map((m) => m.tenant.id)).toEqual(tenants.filter((t) => t.id < newest).slice(0, 2).map((t) => t.id));
+    });
+
     it("lets only one of two admins demote themselves at once, across instances", async () => {
       for (let round = 0; round < 5; round++) {
         const tenantId = await newTenant();

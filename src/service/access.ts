@@ -1,6 +1,6 @@
 // Who may call which operation. The rules come from the descriptors:
 // `idempotency_level = NO_SIDE_EFFECTS` marks reads, the `(platform.v1.access)`
-// option marks platform and bootstrap operations.
+// option marks platform, bootstrap and caller operations.
 import { getOption, type DescMethod } from "@bufbuild/protobuf";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -24,7 +24,7 @@ export interface CallerInput {
 export interface CallContext {
   principal: Principal;
   surface: Surface;
-  // Set for tenant operations.
+  // Set for tenant operations; never for platform and caller operations.
   tenant?: { id: string; slug: string };
   role?: Role;
 }
@@ -52,6 +52,17 @@ const SCOPES: Record<Surface, { read: string[]; write: string[] }> = {
 export function requiredScopes(surface: Surface, rule: MethodRule): string[] {
   if (rule.access === Access.PLATFORM_ADMIN) return [PLATFORM_ADMIN_SCOPE];
   return SCOPES[surface][rule.write ? "write" : "read"];
+}
+
+// What caller operations (ListMemberships) need of the tenancy rules.
+export interface CallerRoles {
+  // Claim mode: the slug the token's tenant claim names ("" when it names
+  // none). Undefined under the control plane, where Member rows decide.
+  claimedSlug(principal: Principal): string | undefined;
+  // The role `authorize` would give the caller in the tenant, without the
+  // platform:admin bypass: its Member row's, or in claim mode the one its
+  // scopes make.
+  roleIn(principal: Principal, tenantId: string): Promise<Role | undefined>;
 }
 
 export interface AccessOptions {
@@ -111,6 +122,10 @@ export function createAccess({ store, authenticator, tenantClaim }: AccessOption
     return { tenant: { id: tenant.id, slug: tenant.slug }, role };
   }
 
+  // Methods that select no tenant: platform operations, and caller operations
+  // whose answer is only about the caller (a tenant slug sent is ignored).
+  const tenantless = (rule: MethodRule) => rule.access === Access.PLATFORM_ADMIN || rule.access === Access.CALLER;
+
   // Whether the platform:admin bypass applies to the method for this principal.
   const bypasses = (principal: Principal, rule: MethodRule) =>
     rule.access === Access.TENANT_OR_PLATFORM_ADMIN && principal.scopes.has(PLATFORM_ADMIN_SCOPE);
@@ -125,7 +140,7 @@ export function createAccess({ store, authenticator, tenantClaim }: AccessOption
       const rule = ruleOf(method);
       if (!scopeAllows(principal, surface, rule))
         throw permissionDenied(`missing scope: ${method.name} needs ${requiredScopes(surface, rule).join(" or ")}`);
-      if (rule.access === Access.PLATFORM_ADMIN) return { principal, surface };
+      if (tenantless(rule)) return { principal, surface };
       const adminBypass = bypasses(principal, rule);
       const { tenant, role } = await resolveTenant(principal, input.tenant, adminBypass);
       const effective = adminBypass ? "admin" : role;
@@ -133,10 +148,19 @@ export function createAccess({ store, authenticator, tenantClaim }: AccessOption
       return { principal, surface, tenant, role: effective };
     },
 
+    roles: {
+      claimedSlug: (principal) => {
+        if (tenantClaim === undefined) return undefined;
+        const claim = principal.claims[tenantClaim];
+        return typeof claim === "string" ? claim : "";
+      },
+      roleIn: (principal, tenantId) => resolveRole(principal, tenantId).catch(fromStoreError),
+    } satisfies CallerRoles,
+
     // For a session-less surface that needs the caller's standing before it
     // knows the operation (the MCP endpoint lists only callable tools). A
     // platform admin without a role in the tenant stands there with no role:
-    // it may call only the platform and tenant-or-platform-admin methods.
+    // it may call only the platform, caller and tenant-or-platform-admin methods.
     async standing(input: CallerInput, surface: Surface): Promise<CallContext> {
       const principal = await identify(input);
       const { tenant, role } = await resolveTenant(principal, input.tenant, principal.scopes.has(PLATFORM_ADMIN_SCOPE));
@@ -148,7 +172,7 @@ export function createAccess({ store, authenticator, tenantClaim }: AccessOption
     allows(call: CallContext, method: DescMethod): boolean {
       const rule = ruleOf(method);
       if (!scopeAllows(call.principal, call.surface, rule)) return false;
-      if (rule.access === Access.PLATFORM_ADMIN || bypasses(call.principal, rule)) return true;
+      if (tenantless(rule) || bypasses(call.principal, rule)) return true;
       if (!call.role) return false;
       return !rule.write || call.role === "admin";
     },

@@ -3,10 +3,11 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { PlatformService } from "../../gen/platform/v1/platform_service_pb.js";
 import type { SecretBox } from "../lib/secret-box.js";
 import type { Store } from "../store/store.js";
-import type { CallContext } from "./access.js";
+import type { CallContext, CallerRoles } from "./access.js";
 import type { EventMatcher } from "./event-matching.js";
 import type { Quotas } from "./limits.js";
 import type { WebhookLookups } from "./lookup-cache.js";
+import type { WebhookIngestion } from "./webhooks.js";
 import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 
 type Methods = typeof PlatformService.method;
@@ -47,6 +48,10 @@ export interface ServiceDeps {
   quotas: Quotas;
   // Deepest nesting of a JSON value a tenant sends (run input).
   jsonMaxDepth: number;
+  // Events in as a webhook brings them (validation, matching, quota, runs).
+  webhooks: WebhookIngestion;
+  // The caller's own standing, for caller operations.
+  roles: CallerRoles;
 }
 
 // Tenant operations always have a tenant once authorized.

@@ -1,5 +1,4 @@
 import type { DescMethod } from "@bufbuild/protobuf";
-import { Code, ConnectError } from "@connectrpc/connect";
 import { PlatformService } from "../../gen/platform/v1/platform_service_pb.js";
 import type { Authenticator } from "../integrations/identity/index.js";
 import type { SecretBox } from "../lib/secret-box.js";
@@ -16,6 +15,7 @@ import { agentHandlers } from "./agents.js";
 import { eventHandlers } from "./events.js";
 import type { Handler, PlatformHandlers, ServiceDeps } from "./handlers.js";
 import { memberHandlers } from "./members.js";
+import { membershipHandlers } from "./memberships.js";
 import { runHandlers } from "./runs.js";
 import { skillHandlers } from "./skills.js";
 import { tenantHandlers } from "./tenants.js";
@@ -44,27 +44,51 @@ export interface PlatformOptions {
 // The one implementation every surface calls: authorize by the method's
 // descriptor, then run the resource module's handler.
 export function createPlatform(options: PlatformOptions) {
+  const now = options.now ?? Date.now;
+  const store = options.store;
+  const matcher = new EventMatcher({
+    store,
+    sandbox: options.sandbox,
+    policy: options.filterPolicy,
+    now: options.now,
+    onFilterFailure: options.onFilterFailure,
+  });
+  const lookups = new WebhookLookups(store);
+  // Late-bound: the worker that listens is created after the platform.
+  const onRunsQueued = () => options.onRunsQueued?.();
+  const quotas = options.quotas ?? DEFAULT_QUOTAS;
+  const jsonMaxDepth = options.jsonMaxDepth ?? DEFAULT_JSON_MAX_DEPTH;
+  const access = createAccess(options);
+  // One ingestion for the webhook surface and the handlers (test events):
+  // one rate limiter per source, one queued-runs count per tenant.
+  const webhooks = createWebhookIngestion({
+    store,
+    matcher,
+    lookups,
+    ratePerSecond: options.webhookRate?.perSecond ?? 100,
+    burst: options.webhookRate?.burst ?? 200,
+    now,
+    onRunsQueued,
+    maxDepth: jsonMaxDepth,
+    maxQueuedRuns: quotas.queuedRuns,
+  });
   const deps: ServiceDeps = {
-    store: options.store,
+    store,
     secrets: options.secrets,
-    now: options.now ?? Date.now,
-    matcher: new EventMatcher({
-      store: options.store,
-      sandbox: options.sandbox,
-      policy: options.filterPolicy,
-      now: options.now,
-      onFilterFailure: options.onFilterFailure,
-    }),
-    lookups: new WebhookLookups(options.store),
+    now,
+    matcher,
+    lookups,
     skills: options.skills,
-    // Late-bound: the worker that listens is created after the platform.
-    onRunsQueued: () => options.onRunsQueued?.(),
+    onRunsQueued,
     onRunCancelled: (id) => options.onRunCancelled?.(id),
-    quotas: options.quotas ?? DEFAULT_QUOTAS,
-    jsonMaxDepth: options.jsonMaxDepth ?? DEFAULT_JSON_MAX_DEPTH,
+    quotas,
+    jsonMaxDepth,
+    webhooks,
+    roles: access.roles,
   };
   const handlers: PlatformHandlers = {
     ...tenantHandlers(deps),
+    ...membershipHandlers(deps),
     ...memberHandlers(deps),
     ...agentHandlers(deps),
     ...skillHandlers(deps),
@@ -72,26 +96,7 @@ export function createPlatform(options: PlatformOptions) {
     ...webhookSourceHandlers(deps),
     ...eventHandlers(deps),
     ...runHandlers(deps),
-    listMemberships: async () => {
-      throw new ConnectError("ListMemberships is not implemented yet", Code.Unimplemented);
-    },
-    sendWebhookSourceTestEvent: async () => {
-      throw new ConnectError("SendWebhookSourceTestEvent is not implemented yet", Code.Unimplemented);
-    },
   };
-  const access = createAccess(options);
-
-  const webhooks = createWebhookIngestion({
-    store: options.store,
-    matcher: deps.matcher,
-    lookups: deps.lookups,
-    ratePerSecond: options.webhookRate?.perSecond ?? 100,
-    burst: options.webhookRate?.burst ?? 200,
-    now: deps.now,
-    onRunsQueued: deps.onRunsQueued,
-    maxDepth: deps.jsonMaxDepth,
-    maxQueuedRuns: deps.quotas.queuedRuns,
-  });
 
   return {
     service: PlatformService,

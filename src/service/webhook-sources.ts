@@ -5,6 +5,7 @@ import { newId } from "../lib/ids.js";
 import { newWebhookToken, webhookTokenDigest } from "../lib/webhook-token.js";
 import type { WebhookSourceRow } from "../store/rows.js";
 import { failedPrecondition, fromStoreError, invalidArgument, notFound } from "./errors.js";
+import { eventMessage } from "./events.js";
 import { applyUpdateMask } from "./field-mask.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";
@@ -27,7 +28,7 @@ export function webhookSourceMessage(row: WebhookSourceRow, now: number): Webhoo
   });
 }
 
-export function webhookSourceHandlers({ store, now, quotas }: ServiceDeps) {
+export function webhookSourceHandlers({ store, now, quotas, webhooks }: ServiceDeps) {
   const message = (row: WebhookSourceRow, slug: string) => ({ ...webhookSourceMessage(row, now()), tenant: slug });
 
   async function find(tenantId: string, id: string): Promise<WebhookSourceRow> {
@@ -108,6 +109,24 @@ export function webhookSourceHandlers({ store, now, quotas }: ServiceDeps) {
         .catch(fromStoreError);
       if (!updated) throw notFound("webhook source", id);
       return { webhookSource: message(updated, tenant.slug), token };
+    },
+    // The event goes in as the source's own webhook would, past the token
+    // check only: the same validation, matching, queued-runs quota and one
+    // transaction for the event and its runs, and the source's rate limit
+    // (the test events are that source's traffic, and a console button must
+    // not be a way around the limit).
+    async sendWebhookSourceTestEvent({ id, eventType, payload }, call) {
+      const tenant = tenantOf(call);
+      const source = await find(tenant.id, id);
+      if (!source.enabled) throw failedPrecondition(`webhook source "${id}" is disabled; enable it to send events`);
+      await webhooks.admit(source);
+      const accepted = await webhooks.accept(source, { event_type: eventType, payload }, undefined);
+      // No idempotency key, so never a duplicate.
+      const matchedTriggers = accepted.status === 202 ? accepted.body.matched_triggers : 0;
+      const event = await store.events.get(tenant.id, accepted.body.event_id).catch(fromStoreError);
+      if (!event) throw notFound("event", accepted.body.event_id);
+      const runIds = await store.runs.idsForEvent(tenant.id, event.id).catch(fromStoreError);
+      return { event: { ...eventMessage(event, runIds), tenant: tenant.slug }, matchedTriggers };
     },
   } satisfies Partial<PlatformHandlers>;
 }

@@ -57,6 +57,15 @@ export function createWebhookIngestion(options: WebhookOptions) {
     return new ConnectError(err.rawMessage, err.code, { "retry-after": "1" });
   }
 
+  // The source's token bucket: every event it sends takes a token, however it came.
+  async function admit(source: WebhookSourceRow): Promise<void> {
+    const taken = await limiter.take(source.id).catch(fromStoreError);
+    if (!taken.ok)
+      throw new ConnectError("rate limit exceeded for this webhook source", Code.ResourceExhausted, {
+        "retry-after": String(taken.retryAfterSeconds),
+      });
+  }
+
   return {
     // Before the body is read: who is sending, and may it send now.
     async authenticate(token: string | undefined): Promise<WebhookSourceRow> {
@@ -64,13 +73,11 @@ export function createWebhookIngestion(options: WebhookOptions) {
       const digest = webhookTokenDigest(token);
       const source = lookups.cachedSource(digest, now()) ?? (await lookups.loadSource(digest, now()).catch(fromStoreError));
       if (!source || !source.enabled) throw unauthenticated();
-      const taken = await limiter.take(source.id).catch(fromStoreError);
-      if (!taken.ok)
-        throw new ConnectError("rate limit exceeded for this webhook source", Code.ResourceExhausted, {
-          "retry-after": String(taken.retryAfterSeconds),
-        });
+      await admit(source);
       return source;
     },
+
+    admit,
 
     // Validates the event, queues a run per matching trigger, and answers only
     // once the event and its runs are committed together.

@@ -50,8 +50,26 @@ export type MemberChange = { remove: true } | { remove?: false; role: MemberRow[
 
 export type MemberChangeResult = { outcome: "done"; row: MemberRow } | { outcome: "not_found" } | { outcome: "last_admin" };
 
+// One tenant as a caller sees it in its tenant switcher.
+export interface MembershipRow {
+  tenant: TenantRow;
+  // The subject's Member row's role; null where it has none (`everyTenant`).
+  role: MemberRow["role"] | null;
+}
+
+export interface MembershipQuery {
+  limit: number;
+  // Keyset cursor on the tenant id (newest tenant first).
+  beforeTenantId?: string;
+  // Every tenant, not only those where the subject has a Member row.
+  everyTenant?: boolean;
+}
+
 export interface MemberStore extends TenantRepo<MemberRow, MemberInsert> {
   findBySubject(tenantId: string, subject: string): Promise<MemberRow | undefined>;
+  // The tenants of a subject's Member rows, across tenants, joined to the
+  // tenants (an indexed lookup by subject, not a scan of every member).
+  memberships(subject: string, query: MembershipQuery): Promise<MembershipRow[]>;
   // Removes a member or changes its role, unless that leaves the tenant with
   // no admin: the check and the write are one transaction. `row` is the
   // member as it was (remove) or is now (role change).

@@ -109,7 +109,8 @@ export function derivePlatformTools(service: DescService): PlatformTool[] {
     // Said from the same rule the access check applies.
     const role = !write || rule.access === Access.PLATFORM_ADMIN ? "" : " and the tenant admin role";
     const bypass = rule.access === Access.TENANT_OR_PLATFORM_ADMIN ? ", or platform:admin" : "";
-    const needs = `Needs ${requiredScopes("mcp", rule).join(" or ")}${role}${bypass}.`;
+    const caller = rule.access === Access.CALLER ? " Answers about the caller only, across tenants; the tenant selected is ignored." : "";
+    const needs = `Needs ${requiredScopes("mcp", rule).join(" or ")}${role}${bypass}.${caller}`;
     const name = snake(method.name);
     const schema = messageSchema(method.input, new Set()) as { properties: Record<string, JsonSchema> };
     const required = requiredFields(method);

@@ -1,9 +1,11 @@
 import { and, count, eq } from "drizzle-orm";
+import type { MemberRow, TenantRow } from "../rows.js";
+import { within } from "./deadline.js";
 import { pg } from "./errors.js";
 import { lockTenantScope } from "./locks.js";
-import type { Db } from "./open.js";
+import type { Db, Sql } from "./open.js";
 import { members } from "./schema.js";
-import type { MemberChange, MemberChangeResult } from "../store.js";
+import type { MemberChange, MemberChangeResult, MembershipQuery, MembershipRow } from "../store.js";
 
 // Removing or demoting a member, refused when it would leave the tenant
 // without an admin. The count and the write hold the tenant's members lock
@@ -33,4 +35,30 @@ export function createPgMemberChange(db: Db) {
         return { outcome: "done", row: updated! };
       }),
     );
+}
+
+const TENANT = `tenants.id as "id", tenants.slug as "slug", tenants.display_name as "displayName",
+  tenants.create_time as "createTime", tenants.update_time as "updateTime"`;
+
+// A subject's tenants, newest first (ordered by the tenants' C-collated id,
+// as in SQLite). Through its Member rows: found by the (subject, tenant_id)
+// index, then sorted, few as a subject's memberships are. Every tenant: the
+// tenants' primary key in order, each joined to the subject's row by the
+// (tenant_id, subject) index.
+export function createPgMemberships(sql: Sql, timeoutMs: number) {
+  type Row = TenantRow & { role: MemberRow["role"] | null };
+  const text = (everyTenant: boolean, before: boolean) =>
+    everyTenant
+      ? `select ${TENANT}, members.role as "role" from tenants
+         left join members on members.tenant_id = tenants.id and members.subject = $1
+         ${before ? "where tenants.id < $2" : ""} order by tenants.id desc limit ${before ? "$3" : "$2"}`
+      : `select ${TENANT}, members.role as "role" from members join tenants on tenants.id = members.tenant_id
+         where members.subject = $1 ${before ? "and tenants.id < $2" : ""} order by tenants.id desc limit ${before ? "$3" : "$2"}`;
+  return (subject: string, query: MembershipQuery): Promise<MembershipRow[]> =>
+    pg(async () => {
+      const before = query.beforeTenantId !== undefined;
+      const params = [subject, ...(before ? [query.beforeTenantId!] : []), query.limit];
+      const rows = await within(sql.unsafe<Row[]>(text(query.everyTenant === true, before), params, { prepare: true }), timeoutMs);
+      return rows.map(({ role, ...tenant }) => ({ tenant, role }));
+    });
 }

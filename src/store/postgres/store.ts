@@ -6,7 +6,7 @@ import { within } from "./deadline.js";
 import { pg } from "./errors.js";
 import type { GroupCommitOptions } from "../group-commit.js";
 import { createPgWebhookStore } from "./ingest.js";
-import { createPgMemberChange } from "./members.js";
+import { createPgMemberChange, createPgMemberships } from "./members.js";
 import { migratePostgres, openPostgres } from "./open.js";
 import { createPgRunQueue } from "./queue.js";
 import { createPgRateLimits } from "./rate-limits.js";
@@ -57,6 +57,7 @@ export async function createPostgresStore(options: PostgresStoreOptions): Promis
       findBySubject: (tenantId, subject) =>
         pg(async () => (await within(sql.unsafe<rows.MemberRow[]>(memberBySubject, [tenantId, subject], { prepare: true }), timeoutMs))[0]),
       change: createPgMemberChange(db),
+      memberships: createPgMemberships(sql, timeoutMs),
     },
     agents: tenantRepo<typeof agents, rows.AgentRow, rows.AgentInsert>(sql, db, agents, timeoutMs).repo,
     skills: tenantRepo<typeof skills, rows.SkillRow, rows.SkillInsert>(sql, db, skills, timeoutMs).repo,

@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
-import type { MemberRow } from "../rows.js";
+import type { MemberRow, TenantRow } from "../rows.js";
 import { run } from "./errors.js";
-import type { MemberChange, MemberChangeResult } from "../store.js";
+import type { MemberChange, MemberChangeResult, MembershipQuery, MembershipRow } from "../store.js";
 
 // Column names as the Drizzle row shape uses them.
 const SELECT = `id, tenant_id as tenantId, subject, role, create_time as createTime, update_time as updateTime`;
@@ -28,4 +28,38 @@ export function createSqliteMemberChange(raw: Database.Database) {
     return { outcome: "done", row: setRole.get(change.role, change.updateTime, tenantId, id)! };
   });
   return (tenantId: string, id: string, change: MemberChange) => run(() => changeTx.immediate(tenantId, id, change));
+}
+
+const TENANT = `tenants.id as id, tenants.slug as slug, tenants.display_name as displayName,
+  tenants.create_time as createTime, tenants.update_time as updateTime`;
+
+// A subject's tenants, newest first. Through its Member rows: the
+// (subject, tenant_id) index gives them in order. Every tenant: the tenants'
+// primary key in order, each joined to the subject's row by the
+// (tenant_id, subject) index.
+export function createSqliteMemberships(raw: Database.Database) {
+  type Row = TenantRow & { role: MemberRow["role"] | null };
+  const statements = new Map<string, Database.Statement<unknown[], Row>>();
+  const statement = (everyTenant: boolean, before: boolean) => {
+    const key = `${everyTenant}:${before}`;
+    let stmt = statements.get(key);
+    if (!stmt) {
+      const sql = everyTenant
+        ? `select ${TENANT}, members.role as role from tenants
+           left join members on members.tenant_id = tenants.id and members.subject = ?
+           ${before ? "where tenants.id < ?" : ""} order by tenants.id desc limit ?`
+        : `select ${TENANT}, members.role as role from members join tenants on tenants.id = members.tenant_id
+           where members.subject = ? ${before ? "and members.tenant_id < ?" : ""} order by members.tenant_id desc limit ?`;
+      stmt = raw.prepare<unknown[], Row>(sql);
+      statements.set(key, stmt);
+    }
+    return stmt;
+  };
+  return (subject: string, query: MembershipQuery): Promise<MembershipRow[]> =>
+    run(() => {
+      const params: unknown[] = [subject, ...(query.beforeTenantId ? [query.beforeTenantId] : []), query.limit];
+      return statement(query.everyTenant === true, query.beforeTenantId !== undefined)
+        .all(...params)
+        .map(({ role, ...tenant }) => ({ tenant, role }));
+    });
 }

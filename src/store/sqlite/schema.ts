@@ -32,7 +32,11 @@ export const members = sqliteTable(
     role: text("role", { enum: ["admin", "viewer"] }).notNull(),
     ...times,
   },
-  (t) => [uniqueIndex("members_tenant_subject").on(t.tenantId, t.subject)],
+  (t) => [
+    uniqueIndex("members_tenant_subject").on(t.tenantId, t.subject),
+    // A caller's own tenants (ListMemberships), without a scan of every member.
+    index("members_subject").on(t.subject, t.tenantId),
+  ],
 );
 
 export const agents = sqliteTable(

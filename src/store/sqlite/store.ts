@@ -2,7 +2,7 @@ import type Database from "better-sqlite3";
 import { Column, and, eq, getTableColumns, getTableName } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { run } from "./errors.js";
-import { createSqliteMemberChange } from "./members.js";
+import { createSqliteMemberChange, createSqliteMemberships } from "./members.js";
 import type { GroupCommitOptions } from "../group-commit.js";
 import { createSqliteWebhookStore } from "./ingest.js";
 import { createSqliteRunQueue, prepareQueuedCount } from "./queue.js";
@@ -295,6 +295,7 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
           return values && memberRepo.reader.decode(values);
         }),
       change: createSqliteMemberChange(raw),
+      memberships: createSqliteMemberships(raw),
     },
     agents: signalled(tenantRepo<typeof agents, rows.AgentRow, typeof agents.$inferInsert>(db, raw, agents).repo, "agents", signals),
     skills: tenantRepo<typeof skills, rows.SkillRow, typeof skills.$inferInsert>(db, raw, skills).repo,

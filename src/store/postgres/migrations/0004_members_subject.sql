@@ -1,0 +1,1 @@
+CREATE INDEX "members_subject" ON "members" USING btree ("subject","tenant_id");

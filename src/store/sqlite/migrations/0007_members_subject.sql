@@ -1,0 +1,1 @@
+CREATE INDEX `members_subject` ON `members` (`subject`,`tenant_id`);
