@@ -27,7 +27,9 @@ export function pretty(v: JsonValue | undefined): string {
 // Enum names as the API's JSON spells them, lower case without the prefix:
 // RUN_STATUS_SUCCEEDED → "succeeded".
 export const runStatusName = (s: RunStatus) => (RunStatus[s] ?? "unspecified").toLowerCase().replace(/_/g, " ");
-export const stepStatusName = (s: StepStatus) => (StepStatus[s] ?? "unspecified").toLowerCase();
+// Steps recorded before steps had a status were recorded once they ended.
+export const stepStatusName = (s: StepStatus, error: string) =>
+  s === StepStatus.UNSPECIFIED ? (error ? "failed" : "succeeded") : (StepStatus[s] ?? "unspecified").toLowerCase();
 
 export const RUN_STATUSES = [RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TIMED_OUT];
 

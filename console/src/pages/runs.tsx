@@ -98,7 +98,7 @@ export function RunsPage() {
 }
 
 function Step({ step, index }: { step: RunStep; index: number }) {
-  const status = stepStatusName(step.status);
+  const status = stepStatusName(step.status, step.error);
   return (
     <li className={`step step-${status}`} data-step-status={status}>
       <h3>
