@@ -9,20 +9,19 @@ import type { PlatformHandlers, ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";
 import { isSlug } from "./validate.js";
 
-function membershipMessage(tenant: TenantRow, role: RoleName): Membership {
-  return create(MembershipSchema, {
-    tenant: tenant.slug,
-    displayName: tenant.displayName,
-    role: role === "admin" ? Role.ADMIN : Role.VIEWER,
-  });
+const ROLES = { admin: Role.ADMIN, viewer: Role.VIEWER } as const;
+
+function membershipMessage(tenant: TenantRow, role: RoleName | undefined): Membership {
+  return create(MembershipSchema, { tenant: tenant.slug, displayName: tenant.displayName, role: role ? ROLES[role] : Role.UNSPECIFIED });
 }
 
 // The caller's own tenants (the console's tenant switcher), newest tenant
 // first, paged by the tenant id. Which tenants are the ones `authorize` would
 // let the caller select: under the control plane those of its Member rows;
 // in claim mode the one its claim names. A platform admin is shown every
-// tenant, with its Member row's role, else admin (what it may do there
-// without a row is manage the members: the bootstrap of a tenant's admins).
+// tenant, with its Member row's role, else no role (ROLE_UNSPECIFIED): without
+// a row it may only manage the tenant's members (the bootstrap of its admins),
+// so the console must not offer it the tenant's write controls.
 export function membershipHandlers({ store, roles }: ServiceDeps) {
   // Claim mode: the claimed tenant, if it exists, with the role its claim
   // and scopes make. One item, so never a next page.
@@ -52,7 +51,7 @@ export function membershipHandlers({ store, roles }: ServiceDeps) {
         // A platform admin in claim mode, without a row in its claimed tenant:
         // the role the claim gives it there.
         const claimedRole = !role && tenant.slug === claim ? await roles.roleIn(principal, tenant.id) : undefined;
-        memberships.push(membershipMessage(tenant, role ?? claimedRole ?? "admin"));
+        memberships.push(membershipMessage(tenant, role ?? claimedRole));
       }
       return { memberships, nextPageToken };
     },
