@@ -5,6 +5,7 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
+import { loadConfig } from "../src/config.js";
 import { createAuthenticator } from "../src/integrations/identity/index.js";
 import { firstLoadJsGzipBytes, launchBrowser, newUser, screenshot, SCREENSHOTS } from "./support/browser.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
@@ -283,5 +284,32 @@ describe("console over HTTP", () => {
       await context.close();
       await bare.close();
     }
+  });
+});
+
+describe("console settings", () => {
+  const key = Buffer.alloc(32).toString("base64");
+  const jwt = { AGENTPLANE_AUTH_MODE: "jwt", AGENTPLANE_JWT_ISSUER: "https://tenant.auth0.test/", AGENTPLANE_JWT_AUDIENCE: "https://api.test", AGENTPLANE_SECRET_KEY: key };
+
+  test("default to the API's issuer and audience, with no client until one is set", () => {
+    expect(loadConfig(jwt).console).toEqual({ clientId: "", issuer: "https://tenant.auth0.test/", audience: "https://api.test", scopes: "openid platform:read platform:write" });
+    const set = loadConfig({
+      ...jwt,
+      AGENTPLANE_CONSOLE_CLIENT_ID: "spa",
+      AGENTPLANE_CONSOLE_ISSUER: "https://login.test",
+      AGENTPLANE_CONSOLE_AUDIENCE: "urn:api",
+      AGENTPLANE_CONSOLE_SCOPES: "openid platform:read",
+    });
+    expect(set.console).toEqual({ clientId: "spa", issuer: "https://login.test", audience: "urn:api", scopes: "openid platform:read" });
+  });
+
+  test("in introspection mode name no issuer (an opaque-token IdP's login is configured explicitly)", () => {
+    const c = loadConfig({ AGENTPLANE_AUTH_MODE: "introspection", AGENTPLANE_INTROSPECTION_URL: "https://hydra.test/admin/oauth2/introspect", AGENTPLANE_INTROSPECTION_AUDIENCE: "urn:api", AGENTPLANE_SECRET_KEY: key });
+    expect(c.console).toMatchObject({ issuer: "", audience: "urn:api", clientId: "" });
+  });
+
+  test("in dev mode point at the dev issuer and its console client", () => {
+    const c = loadConfig({ AGENTPLANE_PORT: "9999" }, { dev: true });
+    expect(c.console).toMatchObject({ issuer: "http://127.0.0.1:9999", audience: "http://127.0.0.1:9999", clientId: "agentplane-console" });
   });
 });
