@@ -212,6 +212,7 @@ export async function dev(): Promise<void> {
   });
   console.log(`
 agentplane dev is listening on ${base} (data in ${config.dataDir})
+Console: ${base}/console/
 dev client: ${issuer.clientId} / ${issuer.clientSecret}   tenant: dev (the client is its admin)
 
 Get a token:
