@@ -134,7 +134,9 @@ export function App() {
       </a>
       <span className="brand">agentplane</span>
       {memberships && slug && <TenantSwitcher memberships={memberships} current={slug} />}
-      {membership?.role === Role.VIEWER && <span className="role">viewer: read only</span>}
+      {membership && membership.role !== Role.ADMIN && (
+        <span className="role">{membership.role === Role.VIEWER ? "viewer" : "not a member"}: read only</span>
+      )}
       <span className="whoami">{currentSession()?.subject}</span>
     </header>
   );

@@ -68,6 +68,8 @@ export function useLiveList<T>(opts: LiveListOptions<T>) {
           const it = o().watch(signal)[Symbol.asyncIterator]();
           // Subscribe first, then read the snapshot, so no change falls between.
           const first = it.next();
+          // Its failure is handled below, once the snapshot is read.
+          first.catch(() => {});
           await snapshot();
           let next = await first;
           setLiveness("live");
