@@ -3,6 +3,17 @@ import type { RunRow, RunStepRecord, StepCallAttempt } from "../store/rows.js";
 import type { RunQueue } from "../store/store.js";
 import type { StepHandle, StepStart } from "./executor.js";
 
+// Ends a step and its current try with the step's outcome.
+function complete(step: RunStepRecord, t: number, { result, error }: { result?: unknown; error: string }): void {
+  const current = step.callAttempts?.at(-1);
+  if (current && current.endTime === undefined) {
+    // A retry that was due but never began (the run was aborted in its backoff) is no try.
+    if (current.startTime > t) step.callAttempts!.pop();
+    else Object.assign(current, { endTime: t, error });
+  }
+  Object.assign(step, { status: error ? "failed" : "succeeded", result, error, endTime: t });
+}
+
 export interface StepRecorderOptions {
   queue: RunQueue;
   owner: string;
@@ -64,12 +75,9 @@ export class StepRecorder {
       retrying: () => {
         if (open()) current.startTime = this.#o.now();
       },
-      end: ({ result, error }) => {
+      end: (outcome) => {
         if (!open()) return;
-        const t = this.#o.now();
-        current.endTime = t;
-        current.error = error;
-        Object.assign(step, { status: error ? "failed" : "succeeded", result, error, endTime: t });
+        complete(step, this.#o.now(), outcome);
         this.#save();
       },
     };
@@ -83,14 +91,7 @@ export class StepRecorder {
     this.#closed = true;
     const t = this.#o.now();
     for (const step of this.steps) {
-      if (step.status !== "running" || step.attempt !== this.#o.run.attempt) continue;
-      const current = step.callAttempts?.at(-1);
-      if (current && current.endTime === undefined) {
-        // A retry that was due but never began is no try.
-        if (current.startTime > t) step.callAttempts!.pop();
-        else Object.assign(current, { endTime: t, error });
-      }
-      Object.assign(step, { status: "failed", error, endTime: t });
+      if (step.status === "running" && step.attempt === this.#o.run.attempt) complete(step, t, { error });
     }
     await this.#writing;
   }
