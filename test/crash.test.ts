@@ -132,15 +132,24 @@ async function stopped(pid: number): Promise<void> {
 // A frozen writer may hold one commit that is in the WAL but not yet in the
 // WAL index: readers do not see it, recovery after the kill does. So a run
 // that looks running may have just finished. Not one that looks running
-// with no step yet: its tool call takes 20 ms, the step is recorded (one
-// commit) before the run finishes (another), and with one run at a time
-// nothing else ends it. The runs leased at the kill are read again once the
-// process is gone.
+// with no step ended yet: its tool call takes 20 ms, the step's start and
+// end are recorded (a commit each) before the run finishes (another), and
+// with one run at a time nothing else ends it. (Rarely, the end is written
+// with the outcome because the start's commit was still under way; then
+// the look may be wrong and the kill find no run leased, which the
+// scenarios allow for.) The
+// runs leased at the kill are read again once the process is gone.
 async function killWhileLeased(dev: DevProcess, timeoutMs: number): Promise<{ leased: string[]; looks: number }> {
   const deadline = Date.now() + timeoutMs;
   const pid = dev.child.pid!;
   const startedNoStep = (dataDir: string) =>
-    readDb(dataDir, (db) => db.prepare<[], { id: string }>("select id from runs where status = 'running' and steps = '[]' limit 1").get());
+    readDb(dataDir, (db) =>
+      db
+        .prepare<[], { id: string }>(
+          "select id from runs where status = 'running' and not exists (select 1 from json_each(steps) where json_extract(value, '$.endTime') is not null) limit 1",
+        )
+        .get(),
+    );
   let looks = 0;
   for (;;) {
     dev.child.kill("SIGSTOP");

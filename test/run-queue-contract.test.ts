@@ -29,6 +29,7 @@ interface Stored {
   error: string;
   steps: unknown;
   output: unknown;
+  updateTime: number;
 }
 
 interface Engine {
@@ -74,7 +75,7 @@ async function sqliteEngine(): Promise<Engine> {
       const r = reader
         .prepare(
           `select status, attempt, lease_owner as leaseOwner, lease_expire_time as leaseExpireTime, start_time as startTime,
-             end_time as endTime, error, steps, output from runs where id = ?`,
+             end_time as endTime, error, steps, output, update_time as updateTime from runs where id = ?`,
         )
         .get(id) as (Stored & { steps: string; output: string | null }) | undefined;
       return r && { ...r, steps: JSON.parse(r.steps), output: r.output === null ? null : JSON.parse(r.output) };
@@ -112,7 +113,7 @@ async function postgresEngine(): Promise<Engine> {
     async read(id) {
       const [r] = await reader.sql<Stored[]>`
         select status, attempt, lease_owner as "leaseOwner", lease_expire_time as "leaseExpireTime", start_time as "startTime",
-          end_time as "endTime", error, steps, output from runs where id = ${id}`;
+          end_time as "endTime", error, steps, output, update_time as "updateTime" from runs where id = ${id}`;
       return r;
     },
     clear: async () => void (await main.sql.unsafe(CLEAR)),
@@ -246,6 +247,27 @@ describe.each([
       expect(await e.queue.recordSteps("w2", id!, steps, t0 + 1)).toBe(false);
       expect(await e.queue.recordSteps("w1", id!, steps, t0 + 1)).toBe(true);
       expect(await e.read(id!)).toMatchObject({ status: "running", steps });
+    });
+
+    it("keeps a step's status and call attempts, and moves update_time forward on every step write and the finish, even within one millisecond", async () => {
+      const [id] = await queue(1);
+      const t0 = Date.now();
+      await e.queue.claim("w1", 1, LEASE, 3, t0, []);
+      const step = { kind: "tool_call" as const, skillId: "s", tool: "t", arguments: {}, error: "", startTime: t0, attempt: 1, worker: "w1" };
+      const running = [{ ...step, status: "running" as const, callAttempts: [{ startTime: t0, error: "" }] }];
+      const retried = [{ ...step, status: "running" as const, callAttempts: [{ startTime: t0, endTime: t0 + 1, error: "skill_unreachable: refused" }, { startTime: t0 + 201, error: "" }] }];
+      const ended = [{ ...retried[0]!, status: "succeeded" as const, endTime: t0 + 1, result: { ok: true }, callAttempts: [retried[0]!.callAttempts[0]!, { startTime: t0 + 1, endTime: t0 + 1, error: "" }] }];
+      const seen: number[] = [];
+      for (const steps of [running, retried, ended]) {
+        expect(await e.queue.recordSteps("w1", id!, steps, t0 + 1)).toBe(true);
+        const row = await e.read(id!);
+        expect(row).toMatchObject({ status: "running", steps });
+        seen.push(row!.updateTime);
+      }
+      expect(await e.queue.finish("w1", id!, { ...ok, steps: ended }, t0 + 1)).toBe(true);
+      seen.push((await e.read(id!))!.updateTime);
+      expect(seen).toEqual([t0 + 1, t0 + 2, t0 + 3, t0 + 4]);
+      expect(await e.queue.recordSteps("w1", id!, running, t0 + 1000)).toBe(false);
     });
 
     it("releases held runs to the queue with the attempt refunded", async () => {

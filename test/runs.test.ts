@@ -203,7 +203,7 @@ describe("runs", () => {
         peak = Math.max(peak, running.size);
         await gate.promise;
         running.delete(run.id);
-        await ctx.recordStep({ kind: "tool_call", skillId: "", tool: "count", arguments: {}, result: {}, error: "", startTime: 0, endTime: 0 });
+        ctx.startStep({ kind: "tool_call", skillId: "", tool: "count", arguments: {} }).end({ result: {}, error: "" });
         return { status: "succeeded", output: { n: started.indexOf(run.id) } };
       },
     };

@@ -185,7 +185,7 @@ async function fairness(e: Engine, a: string, b: string, agentOf: (t: string) =>
   return [e.name, "not in 100 claims", ""];
 }
 
-// The real worker, trivial runs: one step record, then the outcome.
+// The real worker, trivial runs: one step, started and ended, then the outcome.
 async function throughput(e: Engine, tenants: string[], agentOf: (t: string) => string, queues: RunQueue[]): Promise<string[]> {
   await e.reset();
   const per = Math.ceil(RUNS / tenants.length);
@@ -194,7 +194,7 @@ async function throughput(e: Engine, tenants: string[], agentOf: (t: string) => 
   let executed = 0;
   const executor: Executor = {
     async execute(run, ctx) {
-      await ctx.recordStep({ kind: "tool_call", skillId: "", tool: "noop", arguments: {}, result: {}, error: "", startTime: Date.now(), endTime: Date.now() });
+      ctx.startStep({ kind: "tool_call", skillId: "", tool: "noop", arguments: {} }).end({ result: {}, error: "" });
       executed++;
       return { status: "succeeded", output: { run: run.id } };
     },
@@ -212,13 +212,13 @@ async function throughput(e: Engine, tenants: string[], agentOf: (t: string) => 
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-// A trivial executor (one step record, then the outcome) that notes when each run starts.
+// A trivial executor (one step, started and ended, then the outcome) that notes when each run starts.
 function startWatch() {
   const started = new Map<string, number>();
   const executor: Executor = {
     async execute(run, ctx) {
       started.set(run.id, performance.now());
-      await ctx.recordStep({ kind: "tool_call", skillId: "", tool: "noop", arguments: {}, result: {}, error: "", startTime: Date.now(), endTime: Date.now() });
+      ctx.startStep({ kind: "tool_call", skillId: "", tool: "noop", arguments: {} }).end({ result: {}, error: "" });
       return { status: "succeeded", output: { run: run.id } };
     },
   };

@@ -3,7 +3,7 @@ import type { Logger } from "pino";
 import { ModelError, type ChatModel } from "../integrations/model/chat-model.js";
 import type { SecretBox } from "../lib/secret-box.js";
 import { agentSecretContext } from "../service/agents.js";
-import type { AgentRow, RunRow, RunStepRecord, SkillRow } from "../store/rows.js";
+import type { AgentRow, RunRow, SkillRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import type { ExecutionContext, ExecutionResult, Executor } from "./executor.js";
 import type { ToolCaller } from "./tool-calls.js";
@@ -65,11 +65,13 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
       if (planned.arguments.trim()) args = await stepArguments(agent, planned.arguments, { ...base, steps: results }, deadline, i);
       if (typeof args !== "object" || args === null || Array.isArray(args))
         throw new StepFailed(`steps[${i}].arguments must evaluate to an object, got ${JSON.stringify(args)}`);
-      const step = await tools.call(await skillOf(agent, planned.skillId), planned.tool, args as Record<string, unknown>, signal);
-      await ctx.recordStep(step);
-      if (step.error) throw new StepFailed(`steps[${i}] (${planned.tool}): ${step.error}`);
-      results.push({ result: step.result });
-      output = step.result;
+      const skill = await skillOf(agent, planned.skillId);
+      const step = ctx.startStep({ kind: "tool_call", skillId: skill.id, tool: planned.tool, arguments: args });
+      const done = await tools.call(skill, planned.tool, args as Record<string, unknown>, signal, step);
+      step.end(done);
+      if (done.error) throw new StepFailed(`steps[${i}] (${planned.tool}): ${done.error}`);
+      results.push({ result: done.result });
+      output = done.result;
     }
     return { status: "succeeded", output };
   }
@@ -101,8 +103,9 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
         return "error: arguments are not JSON";
       }
       if (typeof args !== "object" || args === null || Array.isArray(args)) return "error: arguments must be a JSON object";
-      const done = await tools.call(target.skill, target.tool, args as Record<string, unknown>, signal);
-      await ctx.recordStep(done);
+      const step = ctx.startStep({ kind: "tool_call", skillId: target.skill.id, tool: target.tool, arguments: args });
+      const done = await tools.call(target.skill, target.tool, args as Record<string, unknown>, signal, step);
+      step.end(done);
       return done.error ? `error: ${done.error}` : JSON.stringify(done.result);
     };
     const base = await context(run);
@@ -111,21 +114,20 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
     messages.push({ role: "user", content: JSON.stringify(base.event ?? base.input ?? {}) });
 
     for (let turn = 0; turn < agent.maxSteps; turn++) {
-      const started = Date.now();
-      const step: RunStepRecord = { kind: "model_call", skillId: "", tool: config.model, arguments: { messages: messages.length, tools: definitions.length }, error: "", startTime: started };
+      const step = ctx.startStep({ kind: "model_call", skillId: "", tool: config.model, arguments: { messages: messages.length, tools: definitions.length } });
       let reply;
       try {
-        reply = await models.complete(endpoint, { messages, tools: definitions }, signal);
+        reply = await models.complete(endpoint, { messages, tools: definitions }, signal, step);
       } catch (err) {
-        step.error = err instanceof ModelError ? err.message : `model_error: ${(err as Error).message}`;
-        step.endTime = Date.now();
-        await ctx.recordStep(step);
+        const error = err instanceof ModelError ? err.message : `model_error: ${(err as Error).message}`;
+        step.end({ error });
         if (signal.aborted) throw err;
-        throw new StepFailed(step.error);
+        throw new StepFailed(error);
       }
-      step.result = { content: reply.content, tool_calls: reply.tool_calls?.map((c) => (c.type === "function" ? { name: c.function.name, arguments: c.function.arguments } : c)) };
-      step.endTime = Date.now();
-      await ctx.recordStep(step);
+      step.end({
+        result: { content: reply.content, tool_calls: reply.tool_calls?.map((c) => (c.type === "function" ? { name: c.function.name, arguments: c.function.arguments } : c)) },
+        error: "",
+      });
       messages.push(reply as ChatCompletionMessageParam);
       const calls = reply.tool_calls ?? [];
       if (calls.length === 0) return { status: "succeeded", output: reply.content };

@@ -1,10 +1,23 @@
+import type { CallTries } from "../lib/call-tries.js";
 import type { RunRow, RunStepRecord } from "../store/rows.js";
+
+// What an executor knows of a step when it starts.
+export type StepStart = Pick<RunStepRecord, "kind" | "skillId" | "tool" | "arguments">;
+
+// A step in progress. Its tries and its end are recorded as they happen;
+// the calls never wait for the store.
+export interface StepHandle extends CallTries {
+  // Completes the step: succeeded, or failed when `error` is set. Ends its
+  // current try with the same error.
+  end(outcome: { result?: unknown; error: string }): void;
+}
 
 export interface ExecutionContext {
   // Aborted when the run is cancelled, its lease is lost, or the worker stops.
   signal: AbortSignal;
-  // Persists a step as soon as it ends, so GetRun shows progress.
-  recordStep(step: RunStepRecord): Promise<void>;
+  // Records a step as `running` when it starts, so GetRun shows the call in
+  // flight; the handle completes it.
+  startStep(step: StepStart): StepHandle;
 }
 
 export type ExecutionResult =
@@ -19,17 +32,8 @@ export interface Executor {
 
 export const noopExecutor: Executor = {
   async execute(run, ctx) {
-    const startTime = Date.now();
-    await ctx.recordStep({
-      kind: "tool_call",
-      skillId: "",
-      tool: "noop",
-      arguments: { run_id: run.id },
-      result: { ok: true },
-      error: "",
-      startTime,
-      endTime: Date.now(),
-    });
+    const step = ctx.startStep({ kind: "tool_call", skillId: "", tool: "noop", arguments: { run_id: run.id } });
+    step.end({ result: { ok: true }, error: "" });
     return { status: "succeeded", output: { ok: true } };
   },
 };

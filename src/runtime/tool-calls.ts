@@ -1,9 +1,11 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { SkillError } from "../integrations/mcp-client/errors.js";
 import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
+import type { CallTries } from "../lib/call-tries.js";
+import { pause } from "../lib/pause.js";
 import type { SecretBox } from "../lib/secret-box.js";
 import { skillConnection } from "../service/skill-connection.js";
-import type { RunStepRecord, SkillRow } from "../store/rows.js";
+import type { SkillRow } from "../store/rows.js";
 
 const BACKOFF_MS = [200, 800, 2000];
 
@@ -15,37 +17,39 @@ export function resultValue(result: CallToolResult): unknown {
   return texts.length === 1 ? texts[0] : texts;
 }
 
-export interface ToolCaller {
-  call(skill: SkillRow, tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<RunStepRecord>;
+export interface ToolOutcome {
+  result?: unknown;
+  error: string;
 }
 
-// Calls a tool and returns the finished step. Transient failures (refused,
-// reset, 5xx, timeout) retry with backoff while the run's budget lasts; auth,
-// validation and tool errors do not.
+export interface ToolCaller {
+  call(skill: SkillRow, tool: string, args: Record<string, unknown>, signal: AbortSignal, tries: CallTries): Promise<ToolOutcome>;
+}
+
+// Calls a tool and returns its outcome. Transient failures (refused, reset,
+// 5xx, timeout) retry with backoff while the run's budget lasts, each try
+// reported to `tries` as it fails and begins; auth, validation and tool
+// errors do not retry.
 export function createToolCaller(skills: SkillPool, secrets: SecretBox): ToolCaller {
   return {
-    async call(skill, tool, args, signal) {
-      const step: RunStepRecord = { kind: "tool_call", skillId: skill.id, tool, arguments: args, error: "", startTime: Date.now() };
+    async call(skill, tool, args, signal, tries) {
       const connection = skillConnection(skill, secrets);
       for (let attempt = 0; ; attempt++) {
         try {
           const client = await skills.client(connection);
           const result = await client.callTool(tool, args, signal);
-          step.result = resultValue(result);
-          if (result.isError) step.error = new SkillError("tool_error", JSON.stringify(step.result)).message;
-          break;
+          const value = resultValue(result);
+          return { result: value, error: result.isError ? new SkillError("tool_error", JSON.stringify(value)).message : "" };
         } catch (err) {
           const e = err instanceof SkillError ? err : new SkillError("skill_error", (err as Error).message);
           if (e.transient) skills.evict(connection.key);
-          if (!e.transient || attempt >= BACKOFF_MS.length || signal.aborted) {
-            step.error = e.message;
-            break;
-          }
-          await new Promise((r) => setTimeout(r, BACKOFF_MS[attempt]));
+          if (!e.transient || attempt >= BACKOFF_MS.length || signal.aborted) return { error: e.message };
+          tries.failed(e.message, BACKOFF_MS[attempt]!);
+          // A cancelled run does not wait out the backoff: the next try fails at once on the aborted signal.
+          await pause(BACKOFF_MS[attempt]!, signal);
+          tries.retrying();
         }
       }
-      step.endTime = Date.now();
-      return step;
     },
   };
 }

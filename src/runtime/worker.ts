@@ -1,9 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { Logger } from "pino";
-import type { RunStepRecord } from "../store/rows.js";
+import { pause } from "../lib/pause.js";
 import type { RunQueue, StoreSignals } from "../store/store.js";
 import type { ExecutionResult, Executor } from "./executor.js";
+import { StepRecorder } from "./step-recorder.js";
 
 export interface WorkerOptions {
   queue: RunQueue;
@@ -24,12 +25,6 @@ export interface WorkerOptions {
 
 const FINISH_RETRY_FIRST_MS = 100;
 const FINISH_RETRY_MAX_MS = 5_000;
-
-const abortableSleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
-  });
 
 // Claims runs with a lease, executes them with bounded concurrency, keeps the
 // leases alive, and records the outcome. A worker that dies leaves leases
@@ -142,23 +137,15 @@ export class Worker {
 
   async #execute(run: Parameters<Executor["execute"]>[0], controller: AbortController): Promise<void> {
     const { queue, executor, log, now } = this.#o;
-    // The steps of earlier attempts stay: each record says its attempt and worker.
-    const steps: RunStepRecord[] = [...run.steps];
+    const recorder = new StepRecorder({ queue, owner: this.owner, run, log, now });
     let result: ExecutionResult;
     try {
-      result = await executor.execute(run, {
-        signal: controller.signal,
-        recordStep: async (step) => {
-          steps.push({ ...step, attempt: run.attempt, worker: this.owner });
-          // Progress for GetRun; the outcome below writes every step again,
-          // so a store hiccup here must not fail the run.
-          await queue.recordSteps(this.owner, run.id, steps, now()).catch((err: unknown) => log.warn({ err, run: run.id }, "recording a run step failed"));
-        },
-      });
+      result = await executor.execute(run, { signal: controller.signal, startStep: (step) => recorder.start(step) });
     } catch (err) {
       result = { status: "failed", error: (err as Error).message };
     }
-    const outcome = { ...result, output: result.status === "succeeded" ? result.output : undefined, error: result.status === "succeeded" ? "" : result.error, steps };
+    await recorder.close(result.status === "succeeded" ? "the run ended before the step did" : result.error);
+    const outcome = { ...result, output: result.status === "succeeded" ? result.output : undefined, error: result.status === "succeeded" ? "" : result.error, steps: recorder.steps };
     // The outcome is retried until the store takes it (a full disk, a lock):
     // the run stays held here meanwhile, its lease kept by the heartbeat, so
     // it neither sits in `running` forever nor runs a second time.
@@ -168,7 +155,7 @@ export class Worker {
         return;
       } catch (err) {
         if (attempt === 0) log.error({ err, run: run.id }, "recording a run outcome failed; retrying until the store takes it");
-        await abortableSleep(Math.min(FINISH_RETRY_MAX_MS, FINISH_RETRY_FIRST_MS * 2 ** attempt), controller.signal);
+        await pause(Math.min(FINISH_RETRY_MAX_MS, FINISH_RETRY_FIRST_MS * 2 ** attempt), controller.signal);
       }
     }
   }

@@ -1,7 +1,7 @@
 import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
-import { ValueSchema, timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { RunSchema, RunStatus, StepKind, type Run } from "../../gen/platform/v1/run_pb.js";
-import type { RunRow, RunStatus as RunStatusName } from "../store/rows.js";
+import { ValueSchema, durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { RunSchema, RunStatus, StepKind, StepStatus, type Run } from "../../gen/platform/v1/run_pb.js";
+import type { RunRow, RunStatus as RunStatusName, RunStepRecord } from "../store/rows.js";
 import { failedPrecondition, fromStoreError, notFound } from "./errors.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";
@@ -19,6 +19,17 @@ const STATUS_NAME = new Map(Object.entries(STATUS).map(([name, value]) => [value
 const value = (v: unknown) => (v === undefined || v === null ? undefined : fromJson(ValueSchema, v as JsonValue));
 const time = (ms: number | null | undefined) => (ms === null || ms === undefined ? undefined : timestampFromMs(ms));
 
+// A step recorded `running` is so only while its attempt of the run is the
+// one going on: a step left open by a worker that died, or by a run that
+// was cancelled around it, failed. Records made before steps were recorded
+// at their start carry no status: they were written when they ended.
+function stepStatus(s: RunStepRecord, run: RunRow): StepStatus {
+  if (s.status === "succeeded") return StepStatus.SUCCEEDED;
+  if (s.status === "failed") return StepStatus.FAILED;
+  if (s.endTime === undefined) return run.status === "running" && (s.attempt ?? run.attempt) === run.attempt ? StepStatus.RUNNING : StepStatus.FAILED;
+  return s.error ? StepStatus.FAILED : StepStatus.SUCCEEDED;
+}
+
 export function runMessage(row: RunRow): Run {
   return create(RunSchema, {
     id: row.id,
@@ -28,18 +39,24 @@ export function runMessage(row: RunRow): Run {
     input: value(row.input),
     status: STATUS[row.status],
     attempt: row.attempt,
-    steps: row.steps.map((s) => ({
-      kind: s.kind === "tool_call" ? StepKind.TOOL_CALL : StepKind.MODEL_CALL,
-      skillId: s.skillId,
-      tool: s.tool,
-      arguments: value(s.arguments),
-      result: value(s.result),
-      error: s.error,
-      startTime: time(s.startTime),
-      endTime: time(s.endTime),
-      attempt: s.attempt ?? 0,
-      worker: s.worker ?? "",
-    })),
+    steps: row.steps.map((s) => {
+      const status = stepStatus(s, row);
+      return {
+        kind: s.kind === "tool_call" ? StepKind.TOOL_CALL : StepKind.MODEL_CALL,
+        skillId: s.skillId,
+        tool: s.tool,
+        arguments: value(s.arguments),
+        result: value(s.result),
+        error: status === StepStatus.FAILED && !s.error ? `interrupted: attempt ${s.attempt ?? row.attempt} of the run ended before the step did` : s.error,
+        startTime: time(s.startTime),
+        endTime: time(s.endTime),
+        attempt: s.attempt ?? 0,
+        worker: s.worker ?? "",
+        status,
+        duration: s.endTime === undefined ? undefined : durationFromMs(s.endTime - s.startTime),
+        callAttempts: (s.callAttempts ?? []).map((a) => ({ startTime: time(a.startTime), endTime: time(a.endTime), error: a.error })),
+      };
+    }),
     output: value(row.output),
     error: row.error,
     startTime: time(row.startTime),

@@ -129,6 +129,11 @@ export interface RunQueue {
   // Extends the leases still held; returns the ids the owner still holds
   // (a cancelled run is no longer held).
   heartbeat(owner: string, ids: string[], leaseMs: number, now: number): Promise<Set<string>>;
+  // Replaces the steps of a run the owner still holds (progress while it
+  // runs); false when it does not. The steps are serialized before the call
+  // returns, so the caller may go on changing them. This and finish move the
+  // run's update_time forward (to `now`, or one past the last write within
+  // the same millisecond), which is how watchers tell that a run changed.
   recordSteps(owner: string, id: string, steps: RunRow["steps"], now: number): Promise<boolean>;
   // Ends a run the owner still holds; false when it lost the lease or the run was cancelled.
   finish(owner: string, id: string, outcome: RunOutcome, now: number): Promise<boolean>;

@@ -19,6 +19,16 @@ export interface SkillTool {
 
 export type RunStatus = "queued" | "running" | "succeeded" | "failed" | "cancelled" | "timed_out";
 
+export type StepStatus = "running" | "succeeded" | "failed";
+
+// One try of a step's call. A retry is recorded when the try before it
+// fails, with the time it is due; its real start replaces that when it begins.
+export interface StepCallAttempt {
+  startTime: number;
+  endTime?: number;
+  error: string;
+}
+
 export interface RunStepRecord {
   kind: "tool_call" | "model_call";
   skillId: string;
@@ -33,4 +43,9 @@ export interface RunStepRecord {
   // workers recorded them.
   attempt?: number;
   worker?: string;
+  // Recorded `running` when the step starts, then completed in place; absent
+  // in records made before steps were recorded at their start (those were
+  // written when they ended), as are the call attempts.
+  status?: StepStatus;
+  callAttempts?: StepCallAttempt[];
 }

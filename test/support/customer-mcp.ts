@@ -55,6 +55,11 @@ export interface CustomerMcp {
   trackedCalls(): TrackedCall[];
   /** Authenticated requests answered with the `redirect` option's redirect. */
   redirects(): number;
+  /**
+   * The next `n` authenticated POSTs to /mcp are answered 503 (a transient
+   * failure to a client), before any tool runs; counted in requests().
+   */
+  failNext(n: number): void;
   close(): Promise<void>;
 }
 
@@ -280,6 +285,7 @@ async function startHttp(setup: HttpServerSetup): Promise<RunningServer> {
   let requests = 0;
   let authorized = 0;
   let redirects = 0;
+  let failing = 0;
   let mcpUrl = "";
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
@@ -301,6 +307,11 @@ async function startHttp(setup: HttpServerSetup): Promise<RunningServer> {
     if (setup.redirect && req.method === setup.redirect.method) {
       redirects += 1;
       res.writeHead(setup.redirect.status ?? (req.method === "GET" ? 302 : 307), { location: setup.redirect.to }).end();
+      return;
+    }
+    if (failing > 0 && req.method === "POST") {
+      failing -= 1;
+      res.writeHead(503, { "content-type": "text/plain" }).end("Service Unavailable");
       return;
     }
     const authedReq: IncomingMessage & { auth?: AuthInfo } = req;
@@ -347,6 +358,9 @@ async function startHttp(setup: HttpServerSetup): Promise<RunningServer> {
       toolCalls: () => state.calls.map((c) => ({ ...c })),
       trackedCalls: () => state.tracked.map((c) => ({ ...c })),
       redirects: () => redirects,
+      failNext: (n) => {
+        failing = n;
+      },
       close,
     },
   };

@@ -2,6 +2,8 @@ import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUse
 import type { ChatCompletionMessage, ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
 import { OutboundBlockedError, ResponseTooLargeError, type FetchLike } from "../outbound/guarded-fetch.js";
 import { clean, errorReason } from "../outbound/upstream-reason.js";
+import type { CallTries } from "../../lib/call-tries.js";
+import { pause } from "../../lib/pause.js";
 
 // Why a model call failed, in words a run step can carry: `kind` is stable
 // for programs; the message keeps the status and a short reason, never the
@@ -38,8 +40,9 @@ export interface ChatRequest {
 }
 
 export interface ChatModel {
-  // One chat completion; transient failures are retried within the signal's time.
-  complete(endpoint: ModelEndpoint, request: ChatRequest, signal: AbortSignal): Promise<ChatCompletionMessage>;
+  // One chat completion; transient failures are retried within the signal's
+  // time, each try reported to `tries` as it fails and begins.
+  complete(endpoint: ModelEndpoint, request: ChatRequest, signal: AbortSignal, tries?: CallTries): Promise<ChatCompletionMessage>;
 }
 
 export interface ChatModelOptions {
@@ -90,24 +93,12 @@ function toModelError(err: unknown, origin: string): ModelError {
   return new ModelError("model_error", clean((err as Error).message ?? String(err)));
 }
 
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
-}
-
 // Model providers through the OpenAI client, over the guarded fetch. The
 // client's own retries are off so that a refused address is not tried again
 // and every failure gets a kind here.
 export function createChatModel({ fetch, backoffMs = [500, 2000] }: ChatModelOptions): ChatModel {
   return {
-    async complete(endpoint, request, signal) {
+    async complete(endpoint, request, signal, tries) {
       const origin = new URL(endpoint.baseUrl).origin;
       const client = new OpenAI({
         baseURL: endpoint.baseUrl,
@@ -132,8 +123,11 @@ export function createChatModel({ fetch, backoffMs = [500, 2000] }: ChatModelOpt
           if (err instanceof APIUserAbortError || signal.aborted) throw signal.reason ?? err;
           const e = toModelError(err, origin);
           if (!e.transient || attempt >= backoffMs.length) throw e;
-          await pause(e.retryAfterMs ?? backoffMs[attempt]!, signal);
+          const delay = e.retryAfterMs ?? backoffMs[attempt]!;
+          tries?.failed(e.message, delay);
+          await pause(delay, signal);
           if (signal.aborted) throw signal.reason;
+          tries?.retrying();
         }
       }
     },

@@ -228,7 +228,8 @@ export function createPgRunQueue(sql: Sql, signals: SignalHub): RunQueue {
           end_time = case when v.status is null then r.end_time else v.now end,
           lease_owner = case when v.status is null then r.lease_owner end,
           lease_expire_time = case when v.status is null then r.lease_expire_time end,
-          update_time = v.now
+          -- Forward on every write, even within one millisecond: watchers of a run notice its changes by it.
+          update_time = greatest(r.update_time + 1, v.now)
         from jsonb_to_recordset(${values}::text::jsonb) as v(id text, owner text, now bigint, steps jsonb, status text, output jsonb, error text)
         where r.id = v.id and r.lease_owner = v.owner and r.status = 'running'
         returning r.id`;

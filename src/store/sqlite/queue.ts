@@ -105,12 +105,14 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
   const heartbeatTx = raw.transaction((owner: string, ids: string[], until: number, now: number) =>
     ids.filter((id) => extend.run({ owner, id, until, now }).changes > 0),
   );
+  // update_time moves forward on every step record and finish, even within
+  // one millisecond: watchers of a run notice its changes by it.
   const steps = raw.prepare<StateWrite & { kind: "steps" }>(
-    `update runs set steps = @steps, update_time = @now where id = @id and lease_owner = @owner and status = 'running'`,
+    `update runs set steps = @steps, update_time = max(update_time + 1, @now) where id = @id and lease_owner = @owner and status = 'running'`,
   );
   const finish = raw.prepare<StateWrite & { kind: "finish" }>(
     `update runs set status = @status, steps = @steps, output = @output, error = @error, end_time = @now,
-       lease_owner = null, lease_expire_time = null, update_time = @now
+       lease_owner = null, lease_expire_time = null, update_time = max(update_time + 1, @now)
      where id = @id and lease_owner = @owner and status = 'running'`,
   );
   const writeTx = raw.transaction((writes: StateWrite[]) =>
