@@ -195,9 +195,14 @@ describe("console in Chromium, jwt mode, login at oidc-provider", () => {
     await admin.getByRole("button", { name: "Run agent" }).click();
     await admin.waitForURL(/\/runs\/run_/);
     await admin.locator(".run-status .status-running").waitFor();
+    // The step in flight shows as it starts, with its arguments.
+    const step = admin.locator(".timeline .step").first();
+    await step.locator(".status-running").waitFor();
+    await expect(step.getByLabel("Arguments of step 1").textContent()).resolves.toContain("60000");
     await screenshot(admin, "run-running");
     await admin.getByRole("button", { name: "Cancel run" }).click();
     await admin.locator(".run-status .status-cancelled").waitFor();
+    await step.locator(".status-running").waitFor({ state: "detached" });
     expect(await admin.getByRole("button", { name: "Cancel run" }).count()).toBe(0);
     await screenshot(admin, "run-cancelled");
   }, 60_000);

@@ -14,6 +14,12 @@ export function useAgentNames() {
   return (id: string) => agents.find((a) => a.id === id)?.name ?? id;
 }
 
+function useSkillNames() {
+  const { api, tenant } = useTenant();
+  const skills = useLoad(async () => (await api.listSkills({ pageSize: 100 })).skills, [tenant]).value ?? [];
+  return (id: string) => skills.find((s) => s.id === id)?.name ?? id;
+}
+
 export function RunsPage() {
   const { api, tenant, base } = useTenant();
   const { loc, navigate } = useRouter();
@@ -97,7 +103,7 @@ export function RunsPage() {
   );
 }
 
-function Step({ step, index }: { step: RunStep; index: number }) {
+function Step({ step, index, skillName }: { step: RunStep; index: number; skillName: (id: string) => string }) {
   const status = stepStatusName(step.status, step.error);
   return (
     <li className={`step step-${status}`} data-step-status={status}>
@@ -106,7 +112,7 @@ function Step({ step, index }: { step: RunStep; index: number }) {
       </h3>
       <Facts
         rows={[
-          ["Skill", step.skillId || "—"],
+          ["Skill", step.skillId ? skillName(step.skillId) : "—"],
           ["Started", time(step.startTime)],
           ["Duration", step.status === StepStatus.RUNNING ? "running…" : duration(step.duration)],
           ["Run attempt", String(step.attempt || 1)],
@@ -145,6 +151,7 @@ function Step({ step, index }: { step: RunStep; index: number }) {
 export function RunPage({ id }: { id: string }) {
   const { api, base, canWrite } = useTenant();
   const agentName = useAgentNames();
+  const skillName = useSkillNames();
   const { item: run, setItem, liveness, error } = useLiveRecord<Run>({
     key: id,
     get: async () => (await api.getRun({ id })).run,
@@ -200,7 +207,7 @@ export function RunPage({ id }: { id: string }) {
           {run.steps.length ? (
             <ol className="timeline" aria-live="polite">
               {run.steps.map((s, i) => (
-                <Step key={i} step={s} index={i} />
+                <Step key={i} step={s} index={i} skillName={skillName} />
               ))}
             </ol>
           ) : (
