@@ -90,7 +90,9 @@ describe("dev issuer login", () => {
 
   beforeAll(async () => {
     server = await startServer({ devIssuer: true });
-    await ensureDevTenant(server.store, server.app.platform, [DEV_USER]);
+    // A data dir from before the dev user, then the start that adds it.
+    await ensureDevTenant(server.store, server.app.platform, [server.devIssuer!.clientId]);
+    await ensureDevTenant(server.store, server.app.platform, [server.devIssuer!.clientId, DEV_USER]);
   });
   afterAll(async () => {
     await server?.close();
@@ -118,8 +120,9 @@ describe("dev issuer login", () => {
     }
     const jwks = await fetch(`${server.url}/.well-known/jwks.json`);
     expect(((await jwks.json()) as { keys: { d?: string }[] }).keys.map((k) => k.d)).toEqual([undefined]);
-    const prm = (await (await fetch(`${server.url}/.well-known/oauth-protected-resource/mcp`)).json()) as Record<string, unknown>;
-    expect(prm.authorization_servers).toEqual([server.url]);
+    const prmRes = await fetch(`${server.url}/.well-known/oauth-protected-resource/mcp`, { headers: { origin: "http://elsewhere.test" } });
+    expect(prmRes.headers.get("access-control-allow-origin")).toBe("*");
+    expect(((await prmRes.json()) as Record<string, unknown>).authorization_servers).toEqual([server.url]);
   });
 
   it("signs in a registered public client with code + PKCE; the token calls the API and /mcp", async () => {

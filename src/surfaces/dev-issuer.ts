@@ -73,10 +73,10 @@ export async function devIssuerSurface(app: FastifyInstance, { issuer }: { issue
       .send(),
   );
   app.post("/oauth/register", { bodyLimit: REGISTRATION_LIMITS.bodyBytes }, async (req, reply) => {
-    reply.header("access-control-allow-origin", "*");
+    // On the raw response: it is sent by Fastify or, hijacked, by the provider.
+    reply.raw.setHeader("access-control-allow-origin", "*");
     const problem = registrationProblem(bodyFields(req));
     if (problem) return reply.status(400).send({ error: problem[0], error_description: problem[1] });
-    reply.raw.setHeader("access-control-allow-origin", "*");
     return forward(req, reply);
   });
 
