@@ -42,7 +42,7 @@ describe("introspection hardening (scripted IdP)", () => {
     }),
   );
 
-  async function serverWith(overrides: Partial<IntrospectionOptions> = {}): Promise<TestServer> {
+  async function serverWith(overrides: Partial<IntrospectionOptions> = {}, mcpResource?: string): Promise<TestServer> {
     const authenticator = createAuthenticator(
       {
         mode: "introspection",
@@ -58,7 +58,7 @@ describe("introspection hardening (scripted IdP)", () => {
         maxQueued: 256,
         ...overrides,
       },
-      { log: logger },
+      { log: logger, mcpResource },
     );
     const s = await startServer({ authenticator });
     servers.push(s);
@@ -231,6 +231,23 @@ describe("introspection hardening (scripted IdP)", () => {
     ])("refuses %s with 401", async (_name, claims, message) => {
       idp.script(() => activeAnswer(claims));
       expectError(await listAgents(server, randomToken()), 401, "unauthenticated", message);
+    });
+
+    it("accepts a token for the MCP resource (RFC 8707) on /mcp only", async () => {
+      const mcpResource = "https://agentplane.test/mcp";
+      const s = await serverWith({}, mcpResource);
+      idp.script(() => activeAnswer({ aud: [mcpResource], scope: "platform:read mcp:platform.read" }));
+      const mcp = await fetch(`${s.url}/mcp?tenant=${TENANT}`, {
+        method: "POST",
+        headers: { ...bearer(randomToken()), "content-type": "application/json", accept: "application/json, text/event-stream" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: {} }),
+      });
+      expect(mcp.status).toBe(200);
+      expect(((await mcp.json()) as { result: { tools: { name: string }[] } }).result.tools.map((t) => t.name)).toContain("list_agents");
+      expectError(await listAgents(s, randomToken()), 401, "unauthenticated", /MCP endpoint/);
+      // A token for both is a token for the API too.
+      idp.script(() => activeAnswer({ aud: [mcpResource, AUD] }));
+      expect((await listAgents(s, randomToken())).status).toBe(200);
     });
 
     it("accepts aud as a single string", async () => {

@@ -6,6 +6,8 @@ import { Role } from "../../gen/platform/v1/common_pb.js";
 import { buildApp, type App } from "../app.js";
 import { loadConfig, loadQuotas, loadStoreConfig, type Config, type StoreConfig } from "../config.js";
 import { DevIssuer } from "../integrations/identity/dev-issuer.js";
+import { CONSOLE_CLIENT_ID, DEV_USER } from "../integrations/identity/dev-login.js";
+import { ensureDevTenant } from "./dev-tenant.js";
 import { createAuthenticator, type Authenticator } from "../integrations/identity/index.js";
 import { SecretBox } from "../lib/secret-box.js";
 import type { Logger } from "pino";
@@ -167,7 +169,7 @@ export async function serve(role?: string): Promise<void> {
   const config = loadConfig(process.env, { role });
   if (config.auth.mode === "dev") throw new Error("unreachable: serve never runs the dev issuer");
   const logger = createLogger(config.logLevel);
-  await serveWith(config, logger, createAuthenticator(config.auth, { log: logger }), config.secretKey!);
+  await serveWith(config, logger, createAuthenticator(config.auth, { log: logger, mcpResource: `${config.publicUrl}/mcp` }), config.secretKey!);
 }
 
 // The dev secret key is generated once and kept in the data dir, so sealed
@@ -188,21 +190,14 @@ export async function dev(): Promise<void> {
   const secretKey = config.secretKey ?? devSecretKey(config.dataDir);
   const secrets = SecretBox.fromBase64(secretKey);
   const { store } = await serveWith(config, createLogger(config.logLevel), issuer.authenticator(config.auth.clockToleranceSeconds), secretKey, issuer);
-  if (!(await store.tenants.get("dev"))) {
-    const platform = createPlatform({
-      store,
-      secrets,
-      authenticator: issuer.authenticator(0),
-      skills: createSkillPool(createOutboundFetch()),
-      sandbox: new ExpressionSandbox(),
-    });
-    await platform.invokeAsOperator("createTenant", { $typeName: "platform.v1.CreateTenantRequest", tenant: { $typeName: "platform.v1.Tenant", id: "", slug: "dev", displayName: "Development" } });
-    await platform.invokeAsOperator(
-      "addMember",
-      { $typeName: "platform.v1.AddMemberRequest", member: { $typeName: "platform.v1.Member", id: "", tenant: "dev", subject: issuer.clientId, role: Role.ADMIN } },
-      "dev",
-    );
-  }
+  const platform = createPlatform({
+    store,
+    secrets,
+    authenticator: issuer.authenticator(0),
+    skills: createSkillPool(createOutboundFetch()),
+    sandbox: new ExpressionSandbox(),
+  });
+  await ensureDevTenant(store, platform, [issuer.clientId, DEV_USER]);
   const base = config.publicUrl;
   const tokenBody = JSON.stringify({
     client_id: issuer.clientId,
@@ -212,7 +207,6 @@ export async function dev(): Promise<void> {
   });
   console.log(`
 agentplane dev is listening on ${base} (data in ${config.dataDir})
-Console: ${base}/console/
 dev client: ${issuer.clientId} / ${issuer.clientSecret}   tenant: dev (the client is its admin)
 
 Get a token:
@@ -223,5 +217,11 @@ List agents (Connect, with buf curl):
 
 The same over REST:
   curl -s -H "Authorization: Bearer $TOKEN" -H "X-Platform-Tenant: dev" ${base}/api/v1/agents
+
+Sign in as ${DEV_USER} (admin of tenant dev), authorization code + PKCE, no token to paste:
+  console:     ${base}/console (public client ${CONSOLE_CLIENT_ID})
+  MCP clients: ${base}/mcp?tenant=dev, e.g. the MCP Inspector (Streamable HTTP); they register
+               themselves, follow the 401 challenge and show a sign-in page with one button
+  metadata:    ${base}/.well-known/oauth-authorization-server
 `);
 }

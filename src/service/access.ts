@@ -91,9 +91,11 @@ export function createAccess({ store, authenticator, tenantClaim }: AccessOption
 
   // The bearer token's principal; refuses organization headers under the
   // control plane (the tenant comes from the slug and the token only).
-  async function identify(input: CallerInput): Promise<Principal> {
+  async function identify(input: CallerInput, surface: Surface): Promise<Principal> {
     if (!input.token) throw new ConnectError("missing bearer token", Code.Unauthenticated);
     const principal = await authenticator.authenticate(input.token);
+    if (principal.mcpOnly && surface !== "mcp")
+      throw new ConnectError("token audience is the MCP endpoint (<public url>/mcp), not this API", Code.Unauthenticated);
     if (tenantClaim === undefined && input.orgHeader)
       throw invalidArgument(
         input.orgHeader,
@@ -136,7 +138,7 @@ export function createAccess({ store, authenticator, tenantClaim }: AccessOption
 
   return {
     async authorize(method: DescMethod, input: CallerInput, surface: Surface): Promise<CallContext> {
-      const principal = await identify(input);
+      const principal = await identify(input, surface);
       const rule = ruleOf(method);
       if (!scopeAllows(principal, surface, rule))
         throw permissionDenied(`missing scope: ${method.name} needs ${requiredScopes(surface, rule).join(" or ")}`);
@@ -162,7 +164,7 @@ export function createAccess({ store, authenticator, tenantClaim }: AccessOption
     // platform admin without a role in the tenant stands there with no role:
     // it may call only the platform, caller and tenant-or-platform-admin methods.
     async standing(input: CallerInput, surface: Surface): Promise<CallContext> {
-      const principal = await identify(input);
+      const principal = await identify(input, surface);
       const { tenant, role } = await resolveTenant(principal, input.tenant, principal.scopes.has(PLATFORM_ADMIN_SCOPE));
       return { principal, surface, tenant, role };
     },

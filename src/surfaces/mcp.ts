@@ -51,9 +51,11 @@ export async function mcpSurface(app: FastifyInstance, options: McpSurfaceOption
   };
   const publicHost = new URL(publicUrl).host;
 
-  // RFC 9728 path-inserted form, and the form the specification names.
-  app.get("/.well-known/oauth-protected-resource/mcp", async () => metadata);
-  app.get("/mcp/.well-known/oauth-protected-resource", async () => metadata);
+  // RFC 9728 path-inserted form, and the form the specification names;
+  // readable cross-origin, as browser MCP clients (the Inspector) fetch it.
+  const prm = async (_req: FastifyRequest, reply: FastifyReply) => reply.header("access-control-allow-origin", "*").send(metadata);
+  app.get("/.well-known/oauth-protected-resource/mcp", prm);
+  app.get("/mcp/.well-known/oauth-protected-resource", prm);
 
   const notAllowed = async (_req: FastifyRequest, reply: FastifyReply) =>
     jsonRpcError(reply.header("allow", "POST"), 405, "this endpoint is stateless: use POST (no SSE stream, no sessions)", -32000);

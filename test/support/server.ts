@@ -11,6 +11,7 @@ import { noopExecutor } from "../../src/runtime/executor.js";
 import { DEFAULT_OUTBOUND } from "../../src/integrations/outbound/outbound.js";
 import { DEFAULT_HTTP_LIMITS, type HttpLimits } from "../../src/surfaces/http-limits.js";
 import type { Authenticator } from "../../src/integrations/identity/index.js";
+import { DevIssuer } from "../../src/integrations/identity/dev-issuer.js";
 import { SecretBox } from "../../src/lib/secret-box.js";
 import { createLogger } from "../../src/log.js";
 import { createPostgresStore } from "../../src/store/postgres/store.js";
@@ -24,6 +25,8 @@ export interface TestServer {
   app: App;
   store: Store;
   dir: string;
+  // With `devIssuer: true`: the embedded issuer of `agentplane dev`.
+  devIssuer?: DevIssuer;
   // The PostgreSQL database, with `store: "postgres"`.
   databaseUrl?: string;
   // Creates a tenant and its members through the service (operator authority).
@@ -32,7 +35,11 @@ export interface TestServer {
 }
 
 export interface TestServerOptions {
-  authenticator: Authenticator;
+  // Unset only with `devIssuer`, whose tokens are then the ones accepted.
+  authenticator?: Authenticator;
+  // Mounts the dev issuer of `agentplane dev` at the server's URL (issuer,
+  // audience and the MCP authorization server), keeping its files in `dir`.
+  devIssuer?: boolean;
   // "postgres": the app on a fresh PostgreSQL database of its own (dropped
   // on close); SQLite in the temp dir otherwise.
   store?: "sqlite" | "postgres";
@@ -70,10 +77,14 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
   const store = database
     ? await createPostgresStore({ url: database.url, poolSize: 5, groupCommit: options.groupCommit })
     : createSqliteStore({ path: join(dir, "agentplane.db"), groupCommit: options.groupCommit });
+  const devIssuer = options.devIssuer ? await DevIssuer.load(dir, url, url) : undefined;
+  const authenticator = options.authenticator ?? devIssuer?.authenticator(60);
+  if (!authenticator) throw new Error("startServer needs an authenticator or devIssuer");
   const app = await buildApp({
     store,
     secrets: new SecretBox(randomBytes(32)),
-    authenticator: options.authenticator,
+    authenticator,
+    devIssuer,
     logger: createLogger(process.env.TEST_LOG_LEVEL ?? "silent"),
     tenantClaim: options.tenantClaim,
     metricsToken: options.metricsToken,
@@ -84,7 +95,7 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     jsonMaxDepth: options.jsonMaxDepth,
     http: { ...DEFAULT_HTTP_LIMITS, ...options.http },
     console: options.console,
-    mcp: { publicUrl: url, authorizationServers: options.mcpAuthorizationServers ?? [] },
+    mcp: { publicUrl: url, authorizationServers: options.mcpAuthorizationServers ?? (devIssuer ? [url] : []) },
     runtime: options.runtime && {
       concurrency: 4,
       leaseMs: 30_000,
@@ -102,6 +113,7 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     app,
     store,
     dir,
+    devIssuer,
     databaseUrl: database?.url,
     async seedTenant(slug, members = []) {
       const { tenant } = await app.platform.invokeAsOperator("createTenant", {

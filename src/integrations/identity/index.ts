@@ -8,6 +8,8 @@ export type { Authenticator, Principal } from "./principal.js";
 
 export interface AuthenticatorExtras {
   jwksCooldownMs?: number;
+  // `<public url>/mcp`: a token for it is good on the MCP endpoint only.
+  mcpResource?: string;
   // Where identity provider problems only the operator can fix are reported.
   log?: Pick<Logger, "error">;
 }
@@ -15,6 +17,6 @@ export interface AuthenticatorExtras {
 // `dev` is built by the CLI from its DevIssuer; here only the real modes.
 export function createAuthenticator(auth: Exclude<AuthConfig, { mode: "dev" }>, extras: AuthenticatorExtras = {}): Authenticator {
   return auth.mode === "jwt"
-    ? createJwtAuthenticator({ ...auth, jwksCooldownMs: extras.jwksCooldownMs })
-    : createIntrospectionAuthenticator({ ...auth, log: extras.log });
+    ? createJwtAuthenticator({ ...auth, jwksCooldownMs: extras.jwksCooldownMs, mcpResource: extras.mcpResource })
+    : createIntrospectionAuthenticator({ ...auth, log: extras.log, mcpResource: extras.mcpResource });
 }

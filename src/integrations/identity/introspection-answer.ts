@@ -3,7 +3,7 @@
 // be cached briefly) and `unavailable` (the IdP could not give a usable
 // answer; never cached, never "allowed").
 import { Code, ConnectError } from "@connectrpc/connect";
-import { principalFromClaims, type Principal } from "./principal.js";
+import { isMcpOnly, principalFromClaims, type Principal } from "./principal.js";
 
 // An introspection answer is a few hundred bytes; anything near this is not one.
 export const MAX_ANSWER_BYTES = 64 * 1024;
@@ -38,6 +38,8 @@ export async function readBounded(res: Response, limit = MAX_ANSWER_BYTES): Prom
 export interface AnswerRules {
   // When set, `aud` (a string or an array) must contain it.
   audience?: string;
+  // Also accepted, on the MCP endpoint only (with `audience` set).
+  mcpResource?: string;
   clockToleranceSeconds: number;
 }
 
@@ -76,7 +78,9 @@ export function principalFromAnswer(text: string, rules: AnswerRules, now = Date
     throw unauthenticated(`token claim "nbf" is in the future: not valid before ${new Date(claims.nbf * 1000).toISOString()}`);
   if (rules.audience !== undefined) {
     const aud = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
-    if (!aud.includes(rules.audience)) throw unauthenticated(`token audience does not include ${rules.audience}`);
+    if (!aud.includes(rules.audience) && !(rules.mcpResource !== undefined && aud.includes(rules.mcpResource)))
+      throw unauthenticated(`token audience does not include ${rules.audience}`);
+    return principalFromClaims(claims, expiresAt, isMcpOnly(claims.aud, rules.audience, rules.mcpResource));
   }
   return principalFromClaims(claims, expiresAt);
 }

@@ -12,8 +12,10 @@ export interface IntrospectionOptions {
   clientId?: string;
   clientSecret?: string;
   bearer?: string;
-  // When set, `aud` must contain it.
+  // When set, `aud` must contain it or `mcpResource` (then the token is
+  // good on the MCP endpoint only).
   audience?: string;
+  mcpResource?: string;
   cacheTtlSeconds: number;
   // How long a refusal (inactive, expired, not for us) is reused; 0 never.
   negativeCacheTtlSeconds?: number;
@@ -53,7 +55,7 @@ const formEncode = (s: string) => encodeURIComponent(s).replace(/%20/g, "+");
 
 export function createIntrospectionAuthenticator(options: IntrospectionOptions): IntrospectionAuthenticator {
   const D = INTROSPECTION_DEFAULTS;
-  const rules = { audience: options.audience, clockToleranceSeconds: options.clockToleranceSeconds ?? D.clockToleranceSeconds };
+  const rules = { audience: options.audience, mcpResource: options.mcpResource, clockToleranceSeconds: options.clockToleranceSeconds ?? D.clockToleranceSeconds };
   const negativeTtlMs = (options.negativeCacheTtlSeconds ?? D.negativeCacheTtlSeconds) * 1000;
   const accepted = new TokenCache<Principal>(options.cacheMaxEntries ?? D.cacheMaxEntries);
   const refused = new TokenCache<string>(options.cacheMaxEntries ?? D.cacheMaxEntries);

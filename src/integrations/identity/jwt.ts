@@ -4,17 +4,18 @@ import {
   createRemoteJWKSet,
   errors,
   jwtVerify,
-  type JWTPayload,
   type JWTVerifyGetKey,
   type JWTVerifyOptions,
   type JWTVerifyResult,
 } from "jose";
-import { principalFromClaims, type Authenticator, type Principal } from "./principal.js";
+import { isMcpOnly, principalFromClaims, type Authenticator, type Principal } from "./principal.js";
 import { TokenCache } from "./token-cache.js";
 
 export interface JwtOptions {
   issuer: string;
   audience: string;
+  // Also accepted, on the MCP endpoint only: `<public url>/mcp`.
+  mcpResource?: string;
   algorithms: string[];
   clockToleranceSeconds: number;
   // Explicit JWKS; else the issuer's discovery document's `jwks_uri`, else
@@ -49,7 +50,7 @@ export function createJwtAuthenticator(options: JwtOptions): Authenticator {
     });
     const verifyOptions = {
       issuer: options.issuer,
-      audience: options.audience,
+      audience: options.mcpResource ? [options.audience, options.mcpResource] : options.audience,
       algorithms: options.algorithms,
       clockTolerance: options.clockToleranceSeconds,
       requiredClaims: ["exp"],
@@ -66,7 +67,8 @@ export function createJwtAuthenticator(options: JwtOptions): Authenticator {
     const { typ } = result.protectedHeader;
     if (typ !== undefined && (typeof typ !== "string" || !ACCEPTED_TYP.has(typ.toLowerCase())))
       throw unauthenticated(`token type "${String(typ)}" is not an access token`);
-    return toPrincipal(result.payload);
+    const { payload } = result;
+    return principalFromClaims(payload, (payload.exp ?? 0) * 1000, isMcpOnly(payload.aud, options.audience, options.mcpResource));
   }
 
   return {
@@ -99,10 +101,6 @@ async function verifyWithCandidates(
     }
   }
   throw unauthenticated("token signature is invalid");
-}
-
-function toPrincipal(payload: JWTPayload): Principal {
-  return principalFromClaims(payload, (payload.exp ?? 0) * 1000);
 }
 
 async function discoverJwksUrl(issuer: string, timeoutMs: number): Promise<string> {

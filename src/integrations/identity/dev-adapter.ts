@@ -1,0 +1,121 @@
+import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+
+// Storage for the dev issuer's oidc-provider. Registered clients live in a
+// file in the data dir (mode 0600) so an MCP client's registration survives
+// a restart of `agentplane dev`; everything else (interactions, sessions,
+// codes, grants, refresh tokens) lives in memory. Both are bounded because
+// registration and authorization are open to anyone who can reach the port:
+// past the cap the oldest entry goes, so a flood costs a re-login, never
+// unbounded memory or disk.
+export interface AdapterPayload {
+  consumed?: number;
+  uid?: string;
+  grantId?: string;
+  [key: string]: unknown;
+}
+
+export interface Adapter {
+  upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void>;
+  find(id: string): Promise<AdapterPayload | undefined>;
+  findByUid(uid: string): Promise<AdapterPayload | undefined>;
+  findByUserCode(userCode: string): Promise<AdapterPayload | undefined>;
+  consume(id: string): Promise<void>;
+  destroy(id: string): Promise<void>;
+  revokeByGrantId(grantId: string): Promise<void>;
+}
+
+export interface DevAdapterOptions {
+  clientsFile: string;
+  maxClients: number;
+  // Interactions, sessions, codes, grants and tokens together.
+  maxEntries: number;
+}
+
+interface Entry {
+  model: string;
+  payload: AdapterPayload;
+  expiresAt?: number;
+}
+
+export function createDevAdapter(options: DevAdapterOptions): (model: string) => Adapter {
+  const clients = new Map<string, AdapterPayload>(
+    existsSync(options.clientsFile) ? (JSON.parse(readFileSync(options.clientsFile, "utf8")) as [string, AdapterPayload][]) : [],
+  );
+  const saveClients = () => {
+    const tmp = `${options.clientsFile}.tmp`;
+    writeFileSync(tmp, JSON.stringify([...clients]), { mode: 0o600 });
+    renameSync(tmp, options.clientsFile);
+  };
+
+  const entries = new Map<string, Entry>();
+  const byUid = new Map<string, string>();
+  const byGrant = new Map<string, Set<string>>();
+  const remove = (key: string) => {
+    const entry = entries.get(key);
+    if (!entry) return;
+    entries.delete(key);
+    const { uid, grantId } = entry.payload;
+    if (typeof uid === "string" && byUid.get(`${entry.model}:${uid}`) === key) byUid.delete(`${entry.model}:${uid}`);
+    if (typeof grantId === "string") {
+      const keys = byGrant.get(grantId);
+      keys?.delete(key);
+      if (keys?.size === 0) byGrant.delete(grantId);
+    }
+  };
+  const read = (key: string | undefined) => {
+    const entry = key === undefined ? undefined : entries.get(key);
+    if (!entry) return undefined;
+    if (entry.expiresAt !== undefined && entry.expiresAt <= Date.now()) {
+      remove(key!);
+      return undefined;
+    }
+    return entry.payload;
+  };
+
+  const clientAdapter: Adapter = {
+    async upsert(id, payload) {
+      clients.delete(id); // re-inserted last: the newest survives eviction
+      while (clients.size >= options.maxClients) clients.delete(clients.keys().next().value!);
+      clients.set(id, payload);
+      saveClients();
+    },
+    find: async (id) => clients.get(id),
+    findByUid: async () => undefined,
+    findByUserCode: async () => undefined,
+    consume: async () => undefined,
+    async destroy(id) {
+      if (clients.delete(id)) saveClients();
+    },
+    revokeByGrantId: async () => undefined,
+  };
+
+  return (model) => {
+    if (model === "Client") return clientAdapter;
+    const keyOf = (id: string) => `${model}:${id}`;
+    return {
+      async upsert(id, payload, expiresIn) {
+        const key = keyOf(id);
+        remove(key);
+        while (entries.size >= options.maxEntries) remove(entries.keys().next().value!);
+        entries.set(key, { model, payload, expiresAt: expiresIn ? Date.now() + expiresIn * 1000 : undefined });
+        if (typeof payload.uid === "string") byUid.set(`${model}:${payload.uid}`, key);
+        if (typeof payload.grantId === "string") {
+          const keys = byGrant.get(payload.grantId) ?? new Set();
+          keys.add(key);
+          byGrant.set(payload.grantId, keys);
+        }
+      },
+      find: async (id) => read(keyOf(id)),
+      findByUid: async (uid) => read(byUid.get(`${model}:${uid}`)),
+      findByUserCode: async () => undefined, // no device flow
+      async consume(id) {
+        const payload = read(keyOf(id));
+        if (payload) payload.consumed = Math.floor(Date.now() / 1000);
+      },
+      destroy: async (id) => remove(keyOf(id)),
+      async revokeByGrantId(grantId) {
+        for (const key of [...(byGrant.get(grantId) ?? [])]) remove(key);
+      },
+    };
+  };
+}
