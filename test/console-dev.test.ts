@@ -30,15 +30,14 @@ test("the console logs in to `agentplane dev` through the dev issuer and shows t
   const { page, context, errors } = await newUser(browser);
   try {
     await page.goto(`${dev.url}/`);
-    // The dev issuer may answer at once or ask for a click first.
-    const consoleUrl = /\/console\/t\/dev\/events/;
-    await page.waitForURL((url) => consoleUrl.test(url.href) || !url.pathname.startsWith("/console"));
-    if (!consoleUrl.test(page.url())) {
-      await screenshot(page, "dev-issuer-authorize");
-      await page.locator('button[type="submit"], input[type="submit"]').first().click();
-    }
-    await page.waitForURL(consoleUrl);
+    // The dev issuer's sign-in page names the console and what it asks for.
+    await page.waitForURL(/\/oauth\/interaction\//);
+    await page.getByText("agentplane console (client ID agentplane-console)").waitFor();
+    await screenshot(page, "dev-issuer-sign-in");
+    await page.getByRole("button", { name: "Sign in as dev-user" }).click();
+    await page.waitForURL(/\/console\/t\/dev\/events/);
     await page.getByRole("heading", { level: 1, name: "Events" }).waitFor();
+    await page.getByText("dev-user", { exact: true }).waitFor();
 
     // A source and a test event from the console; the event list shows it.
     await page.getByRole("navigation", { name: "Sections" }).getByRole("link", { name: "Webhook sources" }).click();
