@@ -3,6 +3,8 @@
 // runtime calling a real MCP SDK server; their bounds (per-caller cap, idle
 // end, HTTP limits that must not cut them, client gone, shutdown); and on
 // PostgreSQL a change made through one replica reaching a stream on another.
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import { toJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client, type Transport } from "@connectrpc/connect";
@@ -15,6 +17,7 @@ import { startIdp, type TestIdp } from "./support/oidc-idp.js";
 import { startServer, type TestServer, type TestServerOptions } from "./support/server.js";
 
 const AUD = "https://api.agentplane.test";
+const exec = promisify(execFile);
 const RW = "platform:read platform:write";
 
 type Platform = Client<typeof PlatformService>;
@@ -161,6 +164,15 @@ describe("on SQLite, with the agent runtime", () => {
     const once = read((signal) => api.watchRun({ id: run!.id }, { ...acme(), signal }));
     expect((await once.done).error).toBeUndefined();
     expect(once.messages.map((m) => m.run!.status)).toEqual([RunStatus.SUCCEEDED]);
+
+    // buf curl prints each message of the stream as it comes (here the one).
+    const curl = await exec("node_modules/.bin/buf", [
+      "curl", "--schema", "proto",
+      "--header", `Authorization: Bearer ${tokens.ops}`, "--header", "X-Platform-Tenant: acme",
+      "--data", JSON.stringify({ id: run!.id }),
+      `${server.url}/platform.v1.PlatformService/WatchRun`,
+    ]);
+    expect(JSON.parse(curl.stdout)).toMatchObject({ run: { id: run!.id, status: "RUN_STATUS_SUCCEEDED", tenant: "acme" } });
 
     for (const [who, tenant, id] of [
       ["ops", "acme", "run_00000000-0000-7000-8000-000000000000"],
