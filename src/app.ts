@@ -6,6 +6,7 @@ import type { SecretBox } from "./lib/secret-box.js";
 import { createMetrics } from "./metrics.js";
 import { DEFAULT_QUOTAS, type Quotas } from "./service/limits.js";
 import { createPlatform, type Platform } from "./service/platform.js";
+import type { StreamLimits } from "./service/streams.js";
 import type { Store } from "./store/store.js";
 import { connectSurface } from "./surfaces/connect.js";
 import { consoleSurface, type ConsoleSettings } from "./surfaces/console.js";
@@ -55,6 +56,8 @@ export interface AppOptions {
   // Deepest nesting of a webhook payload or run input.
   jsonMaxDepth?: number;
   http?: HttpLimits;
+  // Bounds of the Watch… streams; defaults from service/streams.ts.
+  streams?: Partial<StreamLimits>;
   expressions?: ExpressionOptions;
   // Days and batch size of retention (runtime/retention.ts).
   retention?: { days: number; batch: number };
@@ -151,6 +154,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   }
   const retention = new Retention({ store: options.store.retention, log, ...(options.retention ?? DEFAULT_RETENTION) });
   metrics.instrument(server);
+  metrics.openStreams(() => platform.openStreams());
 
   await server.register(healthSurface, { store: options.store, registry: metrics.registry, metricsToken: options.metricsToken });
   const api = (options.surfaces ?? "all") === "all";
@@ -188,6 +192,9 @@ export async function buildApp(options: AppOptions): Promise<App> {
     },
     async stop(graceMs) {
       await retention.stop();
+      // Open streams end first (OK; clients reconnect elsewhere): the close
+      // waits for every response in flight.
+      platform.closeStreams();
       await server.close();
       await execution?.stop(graceMs);
       await skills.close();

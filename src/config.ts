@@ -10,6 +10,7 @@ import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, QUOTA_VARIABLES, type Quotas } 
 import { openFileLimit } from "./lib/open-file-limit.js";
 import type { ConsoleSettings } from "./surfaces/console.js";
 import { DEFAULT_HTTP_LIMITS, type HttpLimits } from "./surfaces/http-limits.js";
+import { DEFAULT_STREAM_LIMITS, type StreamLimits } from "./service/streams.js";
 
 export type AuthConfig =
   | ({ mode: "jwt" } & Required<Pick<JwtOptions, "issuer" | "audience" | "algorithms" | "clockToleranceSeconds">> & Pick<JwtOptions, "jwksUrl">)
@@ -49,6 +50,7 @@ export interface Config extends StoreConfig {
   mcpAuthorizationServers: string[];
   outbound: OutboundOptions;
   http: HttpLimits;
+  streams: StreamLimits;
   expressions: ExpressionConfig;
   // Events and finished runs older than this many days are deleted (≥ 1: the
   // 24 h idempotency window lives in the events), this many rows a batch.
@@ -330,6 +332,12 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     },
     expressions,
     http: parseHttpLimits(env, problems),
+    streams: {
+      ...DEFAULT_STREAM_LIMITS,
+      idleMs: positiveInt(env, "AGENTPLANE_STREAM_IDLE_SECONDS", DEFAULT_STREAM_LIMITS.idleMs / 1000, problems) * 1000,
+      maxLifeMs: positiveInt(env, "AGENTPLANE_STREAM_MAX_SECONDS", DEFAULT_STREAM_LIMITS.maxLifeMs / 1000, problems) * 1000,
+      maxPerCaller: positiveInt(env, "AGENTPLANE_STREAM_MAX_PER_CALLER", DEFAULT_STREAM_LIMITS.maxPerCaller, problems),
+    },
     retentionDays: positiveInt(env, "AGENTPLANE_RETENTION_DAYS", 30, problems),
     retentionBatch: positiveInt(env, "AGENTPLANE_RETENTION_BATCH", 500, problems),
     console: parseConsole(env, auth, publicUrl),

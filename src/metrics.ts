@@ -1,5 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 
 export function createMetrics() {
   const registry = new Registry();
@@ -42,6 +42,17 @@ export function createMetrics() {
     expressionOverruns,
     expressionEvaluations,
     filterFailures,
+    // Server streams (Watch…) open in this process, read when scraped.
+    openStreams(count: () => number) {
+      new Gauge({
+        name: "agentplane_streams_open",
+        help: "Server streams (WatchRun, WatchRuns, WatchEvents) open in this process",
+        registers: [registry],
+        collect() {
+          this.set(count());
+        },
+      });
+    },
     // Labels use the route pattern, never the raw URL, to bound cardinality.
     instrument(app: FastifyInstance) {
       app.addHook("onResponse", async (req, reply) => {

@@ -50,6 +50,14 @@ describe("generated clients and buf curl", () => {
     ["grpc-web", () => createGrpcWebTransport({ baseUrl: server.url, httpVersion: "1.1" })],
   ];
 
+  it("takes an empty Value as no input: a binary client's RunAgent with `input: {}` queues a run, not an internal error", async () => {
+    const client = createClient(PlatformService, transports[1]![1]());
+    const { agent } = await client.createAgent({ agent: { name: "empty input", description: "d" } }, { headers: headers() });
+    const { run } = await client.runAgent({ id: agent!.id, input: {} }, { headers: headers() });
+    expect(run?.id).toMatch(/^run_/);
+    expect(run?.input).toBeUndefined();
+  });
+
   it.each(transports)("creates and lists agents over %s", async (name, transport) => {
     const client = createClient(PlatformService, transport());
     const { agent } = await client.createAgent({ agent: { name: `via ${name}`, description: "d" } }, { headers: headers() });

@@ -211,6 +211,29 @@ describe.each(engines)("Store contract on $name", (engine) => {
       expect((await b.agents.list(tenantId, { limit: 10, where: { enabled: false } })).map((x) => x.id)).toEqual([agent.id]);
     });
 
+    it("reads oldest first after a keyset (change feeds): runs by (update_time, id), events by id", async () => {
+      const tenantId = await newTenant();
+      const other = await newTenant();
+      const agent = await a.agents.insert(agentRow(tenantId));
+      const rows = [3000, 1000, 2000, 2000].map((t) => runRow(tenantId, agent.id, { updateTime: now + t }));
+      for (const r of rows) await a.runs.insert(r);
+      await a.runs.insert(runRow(other, (await a.agents.insert(agentRow(other))).id, { updateTime: now + 1500 }));
+      const byChange = [rows[1]!, ...[rows[2]!, rows[3]!].sort((x, y) => (x.id < y.id ? -1 : 1)), rows[0]!].map((r) => r.id);
+      const after = (value: number, id: string, limit = 10, where = {}) =>
+        b.runs.list(tenantId, { limit, where, after: { by: "updateTime", value, id } }).then((r) => r.map((x) => x.id));
+      expect(await after(now, "")).toEqual(byChange);
+      expect(await after(now + 2000, "")).toEqual(byChange.slice(1));
+      expect(await after(now + 2000, byChange[1]!)).toEqual(byChange.slice(2));
+      expect(await after(now + 1000, byChange[0]!, 2)).toEqual(byChange.slice(1, 3));
+      expect(await after(now, "", 10, { status: "running" })).toEqual([]);
+
+      const source = await a.webhookSources.insert(sourceRow(tenantId));
+      const events: string[] = [];
+      for (let i = 0; i < 3; i++) events.push((await a.events.insert(ingestItem(tenantId, source.id, agent.id, {}, 0).event)).id);
+      expect((await b.events.list(tenantId, { limit: 10, after: { id: "" } })).map((e) => e.id)).toEqual(events);
+      expect((await b.events.list(tenantId, { limit: 1, after: { id: events[0]! } })).map((e) => e.id)).toEqual([events[1]]);
+    });
+
     it("inserts within a limit once, under concurrency from two instances", async () => {
       const tenantId = await newTenant();
       const results = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).agents.insertWithin(agentRow(tenantId), 5)));
@@ -540,6 +563,26 @@ describe("PostgreSQL store across replicas", () => {
     const woken = next<void>((l) => b.signals.onRunsQueued(l));
     await a.webhooks.ingest(ingestItem(tenantId, source.id, agent.id), DAY);
     await woken;
+  });
+
+  it("tells another replica's streams whose runs changed and whose events arrived, after the commit", async () => {
+    const tenantId = await tenant();
+    const agent = await a.agents.insert(agentRow(tenantId));
+    const source = await a.webhookSources.insert(sourceRow(tenantId));
+    const heard = (on: (tenantId: string, l: () => void) => () => void) => next<void>((l) => on(tenantId, l));
+    const events = heard((t, l) => b.signals.onEventsAdded(t, l));
+    const queued = heard((t, l) => b.signals.onRunsChanged(t, l));
+    await a.webhooks.ingest(ingestItem(tenantId, source.id, agent.id), DAY);
+    await Promise.all([events, queued]);
+    const claimed = heard((t, l) => b.signals.onRunsChanged(t, l));
+    // (Earlier tests left queued runs of other tenants.)
+    const run = (await a.queue.claim("w", 100, 30_000, 3, Date.now(), [])).find((r) => r.tenantId === tenantId);
+    expect(run).toBeDefined();
+    await claimed;
+    const finished = heard((t, l) => b.signals.onRunsChanged(t, l));
+    expect(await a.queue.finish("w", run!.id, { status: "succeeded", steps: [], error: "" }, Date.now())).toBe(true);
+    await finished;
+    expect(b.signals.tenantListeners()).toBe(0);
   });
 
   it("reports that anything may have changed once its listening connection is back", async () => {

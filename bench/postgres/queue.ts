@@ -32,6 +32,7 @@ import { migratePostgres, openPostgres, type OpenedPostgres } from "../../src/st
 import { createPgRunQueue } from "../../src/store/postgres/queue.js";
 import type { RunInsert } from "../../src/store/rows.js";
 import { SignalHub } from "../../src/store/signal-hub.js";
+import { ChangeNotifier } from "../../src/store/postgres/change-notifier.js";
 import { createSqliteStore } from "../../src/store/sqlite/store.js";
 import type { RunQueue, Store } from "../../src/store/store.js";
 import { positiveInt } from "../lib/env.js";
@@ -101,11 +102,11 @@ async function pg(): Promise<Engine> {
   const stores: Store[] = [];
   return {
     name: "PostgreSQL",
-    queue: createPgRunQueue(main.sql, new SignalHub()),
+    queue: createPgRunQueue(main.sql, new SignalHub(), new ChangeNotifier(main.sql)),
     replica() {
       const p = openPostgres({ url });
       pools.push(p);
-      return createPgRunQueue(p.sql, new SignalHub());
+      return createPgRunQueue(p.sql, new SignalHub(), new ChangeNotifier(p.sql));
     },
     async store() {
       const opened = await openStore({ databaseUrl: url, sqlite: { path: "", migrate: false } });

@@ -37,3 +37,17 @@ export function newId(kind: IdKind): string {
   }
   return `${kind}_${uuidv7({ random, msecs, seq })}`;
 }
+
+// When an id was made (its UUIDv7 milliseconds), by the clock of the process
+// that made it.
+export function idTime(id: string): number {
+  const hex = id.slice(id.indexOf("_") + 1).replace("-", "").slice(0, 12);
+  return parseInt(hex, 16);
+}
+
+// The lowest id of a kind made at `ms`: every id made then or later sorts
+// after it (version and variant nibbles are never 0).
+export function idFloor(kind: IdKind, ms: number): string {
+  const hex = Math.max(0, Math.floor(ms)).toString(16).padStart(12, "0");
+  return `${kind}_${hex.slice(0, 8)}-${hex.slice(8)}-0000-0000-000000000000`;
+}

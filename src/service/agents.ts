@@ -158,7 +158,8 @@ export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonM
       const tenant = tenantOf(call);
       const agent = await find(tenant.id, id);
       if (!agent.enabled) throw failedPrecondition(`agent "${id}" is disabled`);
-      const json = input ? toJson(ValueSchema, input) : null;
+      // A Value with no kind set (a binary client's empty message) is no input.
+      const json = input && input.kind.case !== undefined ? toJson(ValueSchema, input) : null;
       if (nestsDeeperThan(json, jsonMaxDepth)) throw invalidArgument("input", `must not nest deeper than ${jsonMaxDepth} levels`);
       const t = now();
       const runId = newId("run");

@@ -13,10 +13,13 @@ import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 import { createWebhookIngestion } from "./webhooks.js";
 import { agentHandlers } from "./agents.js";
 import { eventHandlers } from "./events.js";
-import type { Handler, PlatformHandlers, ServiceDeps } from "./handlers.js";
+import type { Handler, PlatformHandlers, PlatformStreamHandlers, ServiceDeps } from "./handlers.js";
 import { memberHandlers } from "./members.js";
 import { membershipHandlers } from "./memberships.js";
 import { runHandlers } from "./runs.js";
+import { DEFAULT_STREAM_LIMITS, Streams, type StreamLimits } from "./streams.js";
+import { eventStreamHandlers } from "./watch-events.js";
+import { runStreamHandlers } from "./watch-runs.js";
 import { skillHandlers } from "./skills.js";
 import { tenantHandlers } from "./tenants.js";
 import { triggerHandlers } from "./triggers.js";
@@ -39,6 +42,8 @@ export interface PlatformOptions {
   quotas?: Quotas;
   // Deepest nesting of a webhook payload or run input.
   jsonMaxDepth?: number;
+  // Bounds of the Watch… streams.
+  streams?: Partial<StreamLimits>;
 }
 
 // The one implementation every surface calls: authorize by the method's
@@ -97,6 +102,11 @@ export function createPlatform(options: PlatformOptions) {
     ...eventHandlers(deps),
     ...runHandlers(deps),
   };
+  const streams = new Streams({ ...DEFAULT_STREAM_LIMITS, ...options.streams }, deps.now);
+  const streamHandlers: PlatformStreamHandlers = {
+    ...runStreamHandlers(deps, streams),
+    ...eventStreamHandlers(deps, streams),
+  };
 
   return {
     service: PlatformService,
@@ -126,6 +136,22 @@ export function createPlatform(options: PlatformOptions) {
       const handler = handlers[method.localName as keyof PlatformHandlers] as (req: unknown, c: typeof call) => Promise<unknown>;
       return handler(request, call);
     },
+    // The same for a server-streaming method: authorized as a unary call
+    // (before the first message), then the handler's messages until it ends
+    // or `signal` aborts (the caller went away).
+    async *stream(method: DescMethod, request: unknown, caller: CallerInput, signal: AbortSignal): AsyncGenerator<unknown> {
+      const call = await access.authorize(method, caller, "api");
+      const handler = streamHandlers[method.localName as keyof PlatformStreamHandlers] as (
+        req: unknown,
+        c: typeof call,
+        s: AbortSignal,
+      ) => AsyncIterable<unknown>;
+      yield* handler(request, call, signal);
+    },
+    // Streams open in this process.
+    openStreams: () => streams.count,
+    // Ends every open stream and refuses new ones (shutdown).
+    closeStreams: () => streams.close(),
   };
 }
 

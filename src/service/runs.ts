@@ -6,6 +6,8 @@ import { failedPrecondition, fromStoreError, notFound } from "./errors.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";
 
+export const ENDED: ReadonlySet<RunStatusName> = new Set(["succeeded", "failed", "cancelled", "timed_out"]);
+
 const STATUS: Record<RunStatusName, RunStatus> = {
   queued: RunStatus.QUEUED,
   running: RunStatus.RUNNING,
@@ -14,7 +16,7 @@ const STATUS: Record<RunStatusName, RunStatus> = {
   cancelled: RunStatus.CANCELLED,
   timed_out: RunStatus.TIMED_OUT,
 };
-const STATUS_NAME = new Map(Object.entries(STATUS).map(([name, value]) => [value, name as RunStatusName]));
+export const STATUS_NAME = new Map(Object.entries(STATUS).map(([name, value]) => [value, name as RunStatusName]));
 
 const value = (v: unknown) => (v === undefined || v === null ? undefined : fromJson(ValueSchema, v as JsonValue));
 const time = (ms: number | null | undefined) => (ms === null || ms === undefined ? undefined : timestampFromMs(ms));

@@ -23,6 +23,10 @@ export interface ListQuery<Row> {
   limit: number;
   // Keyset cursor: only rows whose id sorts before this one (newest first).
   beforeId?: string;
+  // The other way, oldest first (change feeds): only rows whose (`by`, id)
+  // sorts after (`value`, `id`), or whose id sorts after `id` when `by` is
+  // omitted. Not with `beforeId`.
+  after?: { by?: keyof Row & string; value?: number; id: string };
   // Equality filters; undefined values are ignored.
   where?: Partial<Row>;
 }
@@ -177,6 +181,17 @@ export interface StoreSignals {
   // A run was cancelled somewhere: the worker executing it aborts now rather
   // than at its next heartbeat.
   onRunCancelled(listener: (runId: string) => void): () => void;
+  // Runs of the tenant were created or changed somewhere, this process
+  // included (stream wake-ups; heartbeats do not count). A signal for every
+  // tenant at once when the store cannot tell which (another process's
+  // commit on SQLite, a lost notification connection).
+  onRunsChanged(tenantId: string, listener: () => void): () => void;
+  // Events of the tenant were stored somewhere, this process included; as
+  // onRunsChanged.
+  onEventsAdded(tenantId: string, listener: () => void): () => void;
+  // Listeners of onRunsChanged and onEventsAdded registered now: each open
+  // stream holds one, released when it ends.
+  tenantListeners(): number;
 }
 
 // `granted`: tokens taken, at least 1 and at most the `want` asked for.

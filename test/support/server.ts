@@ -66,6 +66,10 @@ export interface TestServerOptions {
   // Another server's directory, to open its database as a second process
   // would (the directory stays until its own server closes).
   dir?: string;
+  // Another server's PostgreSQL database (its `databaseUrl`), as a replica
+  // would open it (it stays until its own server closes).
+  databaseUrl?: string;
+  streams?: AppOptions["streams"];
 }
 
 export async function startServer(options: TestServerOptions): Promise<TestServer> {
@@ -73,9 +77,10 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
   // The URL is known before the app is built: the MCP metadata names it.
   const port = options.port ?? (await freeLoopbackPort());
   const url = `http://127.0.0.1:${port}`;
-  const database = options.store === "postgres" ? await createTestDatabase() : undefined;
-  const store = database
-    ? await createPostgresStore({ url: database.url, poolSize: 5, groupCommit: options.groupCommit })
+  const database = options.store === "postgres" && !options.databaseUrl ? await createTestDatabase() : undefined;
+  const databaseUrl = options.databaseUrl ?? database?.url;
+  const store = databaseUrl
+    ? await createPostgresStore({ url: databaseUrl, poolSize: 5, groupCommit: options.groupCommit })
     : createSqliteStore({ path: join(dir, "agentplane.db"), groupCommit: options.groupCommit });
   const devIssuer = options.devIssuer ? await DevIssuer.load(dir, url, url) : undefined;
   const authenticator = options.authenticator ?? devIssuer?.authenticator(60);
@@ -95,6 +100,7 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     jsonMaxDepth: options.jsonMaxDepth,
     http: { ...DEFAULT_HTTP_LIMITS, ...options.http },
     console: options.console,
+    streams: options.streams,
     mcp: { publicUrl: url, authorizationServers: options.mcpAuthorizationServers ?? (devIssuer ? [url] : []) },
     runtime: options.runtime && {
       concurrency: 4,
@@ -114,7 +120,7 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     store,
     dir,
     devIssuer,
-    databaseUrl: database?.url,
+    databaseUrl,
     async seedTenant(slug, members = []) {
       const { tenant } = await app.platform.invokeAsOperator("createTenant", {
         $typeName: "platform.v1.CreateTenantRequest",

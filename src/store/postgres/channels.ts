@@ -7,4 +7,9 @@ export const CHANNELS = {
   // Rows of a cached table changed: payload the table name. Sent by table
   // triggers, so every writer (another version, psql) is covered.
   changed: "agentplane_changed",
+  // Runs of a tenant were created or changed: payload the tenant id, empty
+  // when not known. Sent after the commit (change-notifier.ts).
+  runsChanged: "agentplane_runs_changed",
+  // Events of a tenant were stored: payload the tenant id. Sent after the commit.
+  eventsAdded: "agentplane_events_added",
 } as const;

@@ -4,6 +4,7 @@ import { groupCommit } from "../group-commit.js";
 import type { RunRow } from "../rows.js";
 import type { SignalHub } from "../signal-hub.js";
 import type { RunOutcome, RunQueue } from "../store.js";
+import type { ChangeNotifier } from "./change-notifier.js";
 import { CHANNELS } from "./channels.js";
 import { toStoreError } from "./errors.js";
 import { lockTenantScope } from "./locks.js";
@@ -106,8 +107,9 @@ const stateWrite = (
 // signalled in this process at once, not after the round trip through
 // LISTEN (aborting twice is harmless). Queued runs are not signalled here:
 // the service wakes this process's workers itself, and a second wake-up
-// would cost a claim.
-export function createPgRunQueue(sql: Sql, signals: SignalHub): RunQueue {
+// would cost a claim. Every write of runs tells the streams after its
+// commit (ChangeNotifier), with the tenants it touched.
+export function createPgRunQueue(sql: Sql, signals: SignalHub, changes: ChangeNotifier): RunQueue {
   async function candidates(tx: Tx, excluded: string[], perTenant: number): Promise<QueuedCandidate[]> {
     // A loose index scan over runs_queued (tenant_id, id where queued): one
     // seek per tenant with queued runs, then that tenant's oldest, never the
@@ -217,9 +219,10 @@ export function createPgRunQueue(sql: Sql, signals: SignalHub): RunQueue {
       (rounds[round] ??= []).push({ write, at });
     });
     const results = writes.map(() => false);
+    const tenants = new Set<string>();
     const apply = async (q: Sql | Tx, round: { write: StateWrite; at: number }[]) => {
       const values = `[${round.map(({ write }) => write.json).join(",")}]`;
-      const done = await q<{ id: string }[]>`
+      const done = await q<{ id: string; tenant_id: string }[]>`
         update runs r set
           status = coalesce(v.status, r.status),
           steps = v.steps,
@@ -232,8 +235,9 @@ export function createPgRunQueue(sql: Sql, signals: SignalHub): RunQueue {
           update_time = greatest(r.update_time + 1, v.now)
         from jsonb_to_recordset(${values}::text::jsonb) as v(id text, owner text, now bigint, steps jsonb, status text, output jsonb, error text)
         where r.id = v.id and r.lease_owner = v.owner and r.status = 'running'
-        returning r.id`;
+        returning r.id, r.tenant_id`;
       const ids = new Set(done.map((d) => d.id));
+      for (const d of done) tenants.add(d.tenant_id);
       for (const { write, at } of round) results[at] = ids.has(write.id);
     };
     // Step records are progress, not a promise: a batch of them only does not
@@ -246,19 +250,28 @@ export function createPgRunQueue(sql: Sql, signals: SignalHub): RunQueue {
         if (progressOnly) await tx`set local synchronous_commit = off`;
         for (const round of rounds) await apply(tx, round);
       });
+    for (const tenantId of tenants) changes.runsChanged(tenantId);
     return results;
   }
   const write = groupCommit<StateWrite, boolean>((writes) => mapped(commitWrites(writes)), MAX_WRITE_BATCH);
 
   return {
-    claim: (...args) => mapped(claim(...args)),
+    claim: (...args) =>
+      mapped(
+        claim(...args).then((rows) => {
+          for (const tenantId of new Set(rows.map((r) => r.tenantId))) changes.runsChanged(tenantId);
+          return rows;
+        }),
+      ),
+    // Lease bookkeeping, not a change of the run: update_time stays, and the
+    // runs trigger wakes no stream.
     heartbeat: (owner, ids, leaseMs, now) =>
       mapped(
         (async () =>
           new Set(
             (
               await sql<{ id: string }[]>`
-                update runs set lease_expire_time = ${now + leaseMs}, update_time = ${now}
+                update runs set lease_expire_time = ${now + leaseMs}
                 where id = any(${ids}::text[]) and lease_owner = ${owner} and status = 'running'
                 returning id`
             ).map((r) => r.id),
@@ -268,15 +281,17 @@ export function createPgRunQueue(sql: Sql, signals: SignalHub): RunQueue {
     finish: (owner, id, o, now) => write(stateWrite(id, owner, now, o.steps, { status: o.status, output: o.output, error: o.error })),
     release: (owner, ids, now) =>
       mapped(
-        (async () =>
-          void (await sql`
+        (async () => {
+          await sql`
             with released as (
               update runs set status = 'queued', lease_owner = null, lease_expire_time = null, attempt = greatest(attempt - 1, 0),
                 start_time = null, update_time = ${now}
               where id = any(${ids}::text[]) and lease_owner = ${owner} and status = 'running'
               returning id
             )
-            select pg_notify(${CHANNELS.runsQueued}, '') from released`))(),
+            select pg_notify(${CHANNELS.runsQueued}, '') from released`;
+          changes.runsChanged(undefined);
+        })(),
       ),
     // Conditional: a run that finished meanwhile is not turned into cancelled.
     cancel: (tenantId, id, now) =>
@@ -291,6 +306,7 @@ export function createPgRunQueue(sql: Sql, signals: SignalHub): RunQueue {
             select cancelled.*, pg_notify(${CHANNELS.runCancelled}, cancelled.id) from cancelled`;
           if (!row) return undefined;
           signals.runCancelled(row.id);
+          changes.runsChanged(tenantId);
           return toRow(row);
         })(),
       ),
@@ -313,6 +329,9 @@ export function createPgRunQueue(sql: Sql, signals: SignalHub): RunQueue {
           }
           await queueRuns(tx, rows);
           return true;
+        }).then((ok) => {
+          if (ok && rows.length) changes.runsChanged(rows[0]!.tenantId);
+          return ok;
         }),
       ),
   };

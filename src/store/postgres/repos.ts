@@ -72,6 +72,15 @@ export function tenantRepo<T extends TenantScopedTable, Row, Insert>(
         const params: unknown[] = [tenantId];
         const bind = (value: unknown) => `$${params.push(value)}`;
         if (query.beforeId) conds.push(`${col(table.id)} < ${bind(query.beforeId)}`);
+        let order = `${col(table.id)} desc`;
+        if (query.after) {
+          const by = query.after.by === undefined ? undefined : reader.column(query.after.by);
+          if (query.after.by !== undefined && !by) throw new Error(`unknown order column ${query.after.by}`);
+          // A row comparison: an index on (tenant_id, by, id) serves it as one range.
+          if (by) conds.push(`(${col(by)}, ${col(table.id)}) > (${bind(query.after.value ?? 0)}, ${bind(query.after.id)})`);
+          else conds.push(`${col(table.id)} > ${bind(query.after.id)}`);
+          order = by ? `${col(by)}, ${col(table.id)}` : col(table.id);
+        }
         for (const [key, value] of Object.entries(query.where ?? {})) {
           if (value === undefined) continue;
           const column = reader.column(key);
@@ -83,7 +92,7 @@ export function tenantRepo<T extends TenantScopedTable, Row, Insert>(
           if (value === undefined) continue;
           conds.push(`${col(column)} ${op} ${bind(encode(column, value))}`);
         }
-        const text = `${reader.select} where ${conds.join(" and ")} order by ${col(table.id)} desc limit ${bind(query.limit)}`;
+        const text = `${reader.select} where ${conds.join(" and ")} order by ${order} limit ${bind(query.limit)}`;
         // The filter keys a service passes are fixed in code: few shapes, each prepared once.
         return [...(await within(sql.unsafe(text, params as never[], { prepare: true }), timeoutMs))] as Row[]; // rows already in the Row shape (see tableReader)
       }),

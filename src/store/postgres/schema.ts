@@ -183,6 +183,8 @@ export const runs = pgTable(
     index("runs_leases").on(t.status, t.leaseExpireTime),
     // Retention deletes ended runs by end time.
     index("runs_end_time").on(t.endTime),
+    // Change feeds (WatchRuns): a tenant's runs by their last change.
+    index("runs_changes").on(t.tenantId, t.updateTime, t.id),
   ],
 );
 

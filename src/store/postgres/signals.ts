@@ -8,7 +8,8 @@ const CACHED: ReadonlySet<string> = new Set<CachedTable>(["webhook_sources", "tr
 // Feeds the hub from NOTIFY, on one LISTEN connection of its own (postgres.js
 // opens it beside the pool and listens again when it reconnects). Table
 // triggers send `changed` for every writer; ingest and the queue send the
-// run channels. Notifications sent while the connection was down are lost,
+// queue's channels; the store's change notifier `runsChanged` and
+// `eventsAdded`. Notifications sent while the connection was down are lost,
 // so each channel, once listening again, reports that anything may have
 // changed.
 export async function listenSignals(sql: Sql, hub: SignalHub): Promise<void> {
@@ -22,6 +23,8 @@ export async function listenSignals(sql: Sql, hub: SignalHub): Promise<void> {
   await Promise.all([
     sql.listen(CHANNELS.changed, (table) => hub.changed(CACHED.has(table) ? (table as CachedTable) : undefined), relisten(() => hub.changed(undefined))),
     sql.listen(CHANNELS.runsQueued, () => hub.runsQueued(), relisten(() => hub.runsQueued())),
+    sql.listen(CHANNELS.runsChanged, (tenantId) => hub.runsChanged(tenantId || undefined), relisten(() => hub.runsChanged(undefined))),
+    sql.listen(CHANNELS.eventsAdded, (tenantId) => hub.eventsAdded(tenantId || undefined), relisten(() => hub.eventsAdded(undefined))),
     // A cancellation missed while disconnected reaches its worker at the next heartbeat.
     sql.listen(CHANNELS.runCancelled, (runId) => hub.runCancelled(runId)),
   ]);

@@ -1,10 +1,11 @@
 import { StoreUnavailableError } from "../errors.js";
 import type * as rows from "../rows.js";
 import { SignalHub } from "../signal-hub.js";
-import type { EventQuery, Store } from "../store.js";
+import type { EventQuery, ScheduleStore, Store, WebhookStore } from "../store.js";
 import { within } from "./deadline.js";
 import { pg } from "./errors.js";
 import type { GroupCommitOptions } from "../group-commit.js";
+import { ChangeNotifier } from "./change-notifier.js";
 import { createPgWebhookStore } from "./ingest.js";
 import { createPgMemberChange, createPgMemberships } from "./members.js";
 import { migratePostgres, openPostgres } from "./open.js";
@@ -43,6 +44,7 @@ export async function createPostgresStore(options: PostgresStoreOptions): Promis
     throw err;
   }
   const timeoutMs = options.hotPathTimeoutMs ?? 5000;
+  const changes = new ChangeNotifier(sql);
   const { members, agents, skills, triggers, webhookSources, events, runs } = schema;
   const memberRepo = tenantRepo<typeof members, rows.MemberRow, rows.MemberInsert>(sql, db, members, timeoutMs);
   const memberBySubject = `${memberRepo.reader.select}
@@ -75,9 +77,9 @@ export async function createPostgresStore(options: PostgresStoreOptions): Promis
         ),
       queuedCount: (tenantId) => pg(() => queuedCount(sql, tenantId)),
     },
-    webhooks: createPgWebhookStore(sql, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }, timeoutMs),
-    queue: createPgRunQueue(sql, signals),
-    schedules: createPgScheduleStore(sql),
+    webhooks: notifyingWebhooks(createPgWebhookStore(sql, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }, timeoutMs), changes),
+    queue: createPgRunQueue(sql, signals, changes),
+    schedules: notifyingSchedules(createPgScheduleStore(sql), changes),
     signals,
     rateLimits: createPgRateLimits(sql),
     retention: createPgRetention(sql),
@@ -96,6 +98,35 @@ export async function createPostgresStore(options: PostgresStoreOptions): Promis
         clearTimeout(timer);
       }
     },
-    close: () => sql.end({ timeout: 5 }),
+    close: async () => {
+      await changes.flush();
+      await sql.end({ timeout: 5 });
+    },
+  };
+}
+
+// Streams on every replica learn of ingested events and runs, and of fired
+// schedule slots, after the commit.
+function notifyingWebhooks(webhooks: WebhookStore, changes: ChangeNotifier): WebhookStore {
+  return {
+    ...webhooks,
+    ingest: (item, windowMs) =>
+      webhooks.ingest(item, windowMs).then((result) => {
+        if (result.duplicate) return result;
+        changes.eventsAdded(item.event.tenantId);
+        if (item.runs.length) changes.runsChanged(item.event.tenantId);
+        return result;
+      }),
+  };
+}
+
+function notifyingSchedules(schedules: ScheduleStore, changes: ChangeNotifier): ScheduleStore {
+  return {
+    ...schedules,
+    fireSlot: (triggerId, slotTime, run, maxQueued) =>
+      schedules.fireSlot(triggerId, slotTime, run, maxQueued).then((outcome) => {
+        if (outcome === "fired") changes.runsChanged(run.tenantId);
+        return outcome;
+      }),
   };
 }

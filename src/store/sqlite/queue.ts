@@ -99,11 +99,13 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
     }
     return ids.map((id) => parse(take.get({ id, owner, now, until: now + leaseMs })!));
   });
-  const extend = raw.prepare<{ owner: string; id: string; until: number; now: number }>(
-    `update runs set lease_expire_time = @until, update_time = @now where id = @id and lease_owner = @owner and status = 'running'`,
+  // Lease bookkeeping, not a change of the run: update_time stays (streams
+  // watch it).
+  const extend = raw.prepare<{ owner: string; id: string; until: number }>(
+    `update runs set lease_expire_time = @until where id = @id and lease_owner = @owner and status = 'running'`,
   );
-  const heartbeatTx = raw.transaction((owner: string, ids: string[], until: number, now: number) =>
-    ids.filter((id) => extend.run({ owner, id, until, now }).changes > 0),
+  const heartbeatTx = raw.transaction((owner: string, ids: string[], until: number) =>
+    ids.filter((id) => extend.run({ owner, id, until }).changes > 0),
   );
   // update_time moves forward on every step record and finish, even within
   // one millisecond: watchers of a run notice its changes by it.
@@ -162,7 +164,7 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
   return {
     claim: (owner, limit, leaseMs, maxAttempts, now, executing) =>
       run(() => unsynced(() => claimTx.immediate(owner, limit, leaseMs, maxAttempts, now, executing))),
-    heartbeat: (owner, ids, leaseMs, now) => run(() => new Set(heartbeatTx(owner, ids, now + leaseMs, now))),
+    heartbeat: (owner, ids, leaseMs, now) => run(() => new Set(heartbeatTx(owner, ids, now + leaseMs))),
     // Serialized now: the caller may go on changing its array.
     recordSteps: (owner, id, s, now) => write({ kind: "steps", owner, id, steps: JSON.stringify(s), now }),
     finish: (owner, id, o: RunOutcome, now) =>

@@ -23,8 +23,9 @@ export interface SqliteSignalOptions {
 // triggers (migration 0005_change_signals), tells which tables changed and
 // whether runs were cancelled; a cancelled run's id comes from the runs that
 // ended as cancelled since the last look. Any such commit may have queued
-// runs: workers are woken at most once per poll, and a claim that finds
-// nothing writes nothing.
+// runs, changed runs or added events: workers and streams are woken at most
+// once per poll, and a claim or a stream's look that finds nothing writes
+// nothing.
 export class SqliteSignals extends SignalHub {
   readonly #raw: Database.Database;
   readonly #now: () => number;
@@ -70,6 +71,10 @@ export class SqliteSignals extends SignalHub {
     }
     if (changed) for (const table of CACHED) if (changed.has(table)) this.changed(table);
     this.runsQueued();
+    // Which tenant's runs or events, if any, is not counted (a trigger per
+    // inserted row would cost the ingest path): every stream looks once.
+    this.runsChanged(undefined);
+    this.eventsAdded(undefined);
     if (changed?.has("runs_cancelled")) this.#cancelled();
   }
 

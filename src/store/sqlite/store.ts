@@ -113,6 +113,16 @@ function tenantRepo<T extends TenantScopedTable, Row, Insert>(
           conds.push(`${col(table.id)} < ?`);
           params.push(query.beforeId);
         }
+        let order = `${col(table.id)} desc`;
+        if (query.after) {
+          const by = query.after.by === undefined ? undefined : reader.column(query.after.by);
+          if (query.after.by !== undefined && !by) throw new Error(`unknown order column ${query.after.by}`);
+          // A row value: SQLite seeks an index on (tenant_id, by, id) with it.
+          conds.push(by ? `(${col(by)}, ${col(table.id)}) > (?, ?)` : `${col(table.id)} > ?`);
+          if (by) params.push(query.after.value ?? 0);
+          params.push(query.after.id);
+          order = by ? `${col(by)}, ${col(table.id)}` : col(table.id);
+        }
         for (const [key, value] of Object.entries(query.where ?? {})) {
           if (value === undefined) continue;
           const column = reader.column(key);
@@ -127,7 +137,7 @@ function tenantRepo<T extends TenantScopedTable, Row, Insert>(
           params.push(encode(column, value));
         }
         params.push(query.limit);
-        const sql = `${select} where ${conds.join(" and ")} order by ${col(table.id)} desc limit ?`;
+        const sql = `${select} where ${conds.join(" and ")} order by ${order} limit ?`;
         let stmt = listStmts.get(sql);
         if (!stmt) {
           if (listStmts.size >= MAX_LIST_SHAPES) listStmts.clear();
@@ -189,21 +199,46 @@ function signalled<Row, Insert>(
   };
 }
 
+// Run writes that do not name the tenant (a worker's step records and
+// finishes, releases) wake every tenant's streams.
 function signalledQueue(queue: RunQueue, signals: SqliteSignals): RunQueue {
   return {
     ...queue,
+    claim: (...args) =>
+      queue.claim(...args).then((rows) => {
+        for (const tenantId of new Set(rows.map((r) => r.tenantId))) signals.runsChanged(tenantId);
+        return rows;
+      }),
+    recordSteps: (owner, id, steps, now) =>
+      queue.recordSteps(owner, id, steps, now).then((held) => {
+        if (held) signals.runsChanged(undefined);
+        return held;
+      }),
+    finish: (owner, id, outcome, now) =>
+      queue.finish(owner, id, outcome, now).then((held) => {
+        if (held) signals.runsChanged(undefined);
+        return held;
+      }),
     insertMany: (rows, maxQueued) =>
       queue.insertMany(rows, maxQueued).then((ok) => {
-        if (ok && rows.length) signals.runsQueued();
+        if (ok && rows.length) {
+          signals.runsQueued();
+          signals.runsChanged(rows[0]!.tenantId);
+        }
         return ok;
       }),
     release: (owner, ids, now) =>
       queue.release(owner, ids, now).then(() => {
-        if (ids.length) signals.runsQueued();
+        if (!ids.length) return;
+        signals.runsQueued();
+        signals.runsChanged(undefined);
       }),
     cancel: (tenantId, id, now) =>
       queue.cancel(tenantId, id, now).then((row) => {
-        if (row) signals.runCancelled(row.id);
+        if (row) {
+          signals.runCancelled(row.id);
+          signals.runsChanged(tenantId);
+        }
         return row;
       }),
   };
@@ -214,7 +249,12 @@ function signalledWebhooks(webhooks: WebhookStore, signals: SqliteSignals): Webh
     ...webhooks,
     ingest: (item, windowMs) =>
       webhooks.ingest(item, windowMs).then((result) => {
-        if (!result.duplicate && item.runs.length) signals.runsQueued();
+        if (result.duplicate) return result;
+        signals.eventsAdded(item.event.tenantId);
+        if (item.runs.length) {
+          signals.runsQueued();
+          signals.runsChanged(item.event.tenantId);
+        }
         return result;
       }),
   };
@@ -225,7 +265,10 @@ function signalledSchedules(schedules: ScheduleStore, signals: SqliteSignals): S
     ...schedules,
     fireSlot: (triggerId, slotTime, run, maxQueued) =>
       schedules.fireSlot(triggerId, slotTime, run, maxQueued).then((outcome) => {
-        if (outcome === "fired") signals.runsQueued();
+        if (outcome === "fired") {
+          signals.runsQueued();
+          signals.runsChanged(run.tenantId);
+        }
         return outcome;
       }),
   };

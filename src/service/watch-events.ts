@@ -1,0 +1,40 @@
+import { idFloor, idTime } from "../lib/ids.js";
+import { changes } from "./change-feed.js";
+import { fromStoreError } from "./errors.js";
+import { eventMessage } from "./events.js";
+import { tenantOf, type PlatformStreamHandlers, type ServiceDeps } from "./handlers.js";
+import type { Streams } from "./streams.js";
+
+// Events never change once stored: the feed follows their ids, which sort by
+// the time they were made (UUIDv7), over the index ListEvents uses.
+export function eventStreamHandlers({ store, now }: ServiceDeps, streams: Streams) {
+  return {
+    // Every event of the tenant stored from now on that passes the filters
+    // (as ListEvents), oldest first.
+    async *watchEvents(req, call, signal) {
+      const tenant = tenantOf(call);
+      const session = streams.open(call, signal);
+      try {
+        session.hold(store.signals.onEventsAdded(tenant.id, session.wake));
+        const where = { sourceId: req.sourceId || undefined, eventType: req.eventType || undefined };
+        const feed = changes(
+          {
+            read: (from, limit) =>
+              store.events.list(tenant.id, { limit, where, after: { id: from.id || idFloor("evt", from.time) } }).catch(fromStoreError),
+            key: (row) => ({ time: idTime(row.id), id: row.id }),
+            version: (row) => row.id,
+          },
+          session,
+          now(),
+        );
+        // With the runs it queued, committed with it (as GetEvent shows them).
+        for await (const row of feed) {
+          const runIds = await store.runs.idsForEvent(tenant.id, row.id).catch(fromStoreError);
+          yield { event: { ...eventMessage(row, runIds), tenant: tenant.slug } };
+        }
+      } finally {
+        session.release();
+      }
+    },
+  } satisfies Partial<PlatformStreamHandlers>;
+}

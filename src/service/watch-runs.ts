@@ -1,0 +1,71 @@
+import { toBinary } from "@bufbuild/protobuf";
+import { RunSchema } from "../../gen/platform/v1/run_pb.js";
+import { changes } from "./change-feed.js";
+import { fromStoreError, notFound } from "./errors.js";
+import { tenantOf, type PlatformStreamHandlers, type ServiceDeps } from "./handlers.js";
+import { ENDED, STATUS_NAME, runMessage } from "./runs.js";
+import type { Streams, Wake } from "./streams.js";
+
+const sameBytes = (a: Uint8Array, b: Uint8Array) => a.length === b.length && Buffer.compare(a, b) === 0;
+
+// Streams of runs. Each subscribes to its tenant's run signals before it
+// reads, so no change falls between a read and the subscription.
+export function runStreamHandlers({ store, now }: ServiceDeps, streams: Streams) {
+  return {
+    // The run as it is, then again whenever what a client sees of it changes,
+    // until it has ended.
+    async *watchRun({ id }, call, signal) {
+      const tenant = tenantOf(call);
+      const session = streams.open(call, signal);
+      try {
+        session.hold(store.signals.onRunsChanged(tenant.id, session.wake));
+        let last: Uint8Array | undefined;
+        for (let wake: Wake = "poll"; wake !== "end"; wake = await session.next()) {
+          const row = await store.runs.get(tenant.id, id).catch(fromStoreError);
+          if (!row) {
+            if (!last) throw notFound("run", id);
+            return; // deleted since (retention)
+          }
+          const run = { ...runMessage(row), tenant: tenant.slug };
+          const bytes = toBinary(RunSchema, run);
+          if (!last || !sameBytes(bytes, last)) {
+            last = bytes;
+            yield { run };
+            session.sent();
+          }
+          if (ENDED.has(row.status)) return;
+        }
+      } finally {
+        session.release();
+      }
+    },
+    // Every run of the tenant created or changed from now on that passes the
+    // filters (as ListRuns), oldest change first.
+    async *watchRuns(req, call, signal) {
+      const tenant = tenantOf(call);
+      const session = streams.open(call, signal);
+      try {
+        session.hold(store.signals.onRunsChanged(tenant.id, session.wake));
+        const where = {
+          agentId: req.agentId || undefined,
+          triggerId: req.triggerId || undefined,
+          eventId: req.eventId || undefined,
+          status: STATUS_NAME.get(req.status),
+        };
+        const feed = changes(
+          {
+            read: (from, limit) =>
+              store.runs.list(tenant.id, { limit, where, after: { by: "updateTime", value: from.time, id: from.id } }).catch(fromStoreError),
+            key: (row) => ({ time: row.updateTime, id: row.id }),
+            version: (row) => `${row.id}@${row.updateTime}`,
+          },
+          session,
+          now(),
+        );
+        for await (const row of feed) yield { run: { ...runMessage(row), tenant: tenant.slug } };
+      } finally {
+        session.release();
+      }
+    },
+  } satisfies Partial<PlatformStreamHandlers>;
+}

@@ -1,0 +1,1 @@
+CREATE INDEX `runs_changes` ON `runs` (`tenant_id`,`update_time`,`id`);
