@@ -178,6 +178,8 @@ describe("console in Chromium, jwt mode, login at oidc-provider", () => {
     measured.webhookAcceptedToSucceededInConsoleMs = ms;
     measured.runsListLiveness = (await admin.locator("[data-liveness]").getAttribute("data-liveness")) === "live" ? 1 : 0;
     console.log(`webhook 202 → run "succeeded" in the console: ${ms} ms (${measured.runsListLiveness ? "WatchRuns stream" : "polling fallback"})`);
+    // It arrived over the WatchRuns stream, not the polling fallback.
+    expect(measured.runsListLiveness).toBe(1);
     await screenshot(admin, "runs-live");
   }, 60_000);
 
