@@ -3,7 +3,7 @@ SHELL := /bin/bash
 NPM_INSTALL_STAMP := node_modules/.install-stamp
 BIN := node_modules/.bin
 
-.PHONY: run test build check lint typecheck generate migrations bench clean
+.PHONY: run test build check lint typecheck generate migrations bench clean chromium
 
 # `npm install` against the committed lockfile rather than `npm ci`: the
 # registry reachable here lacks some other platforms' optional binaries
@@ -12,14 +12,18 @@ $(NPM_INSTALL_STAMP): package.json package-lock.json $(wildcard patches/*.patch)
 	npm install --no-audit --no-fund
 	@touch $@
 
+# The console (console/, Vite) builds into dist/console, which the server
+# serves at /console.
 build: $(NPM_INSTALL_STAMP)
 	$(BIN)/tsc -p tsconfig.build.json
+	$(BIN)/vite build -c console/vite.config.ts --logLevel warn
 
 run: build
 	node dist/src/cli/main.js dev
 
 typecheck: $(NPM_INSTALL_STAMP)
 	$(BIN)/tsc -p tsconfig.json --noEmit
+	$(BIN)/tsc -p console/tsconfig.json
 
 lint: $(NPM_INSTALL_STAMP)
 	$(BIN)/buf lint
@@ -46,9 +50,15 @@ migrations: $(NPM_INSTALL_STAMP)
 	$(BIN)/drizzle-kit generate --config drizzle.sqlite.config.ts
 	$(BIN)/drizzle-kit generate --config drizzle.postgres.config.ts
 
-# The CLI suite runs the built binary, so test builds first.
-test: $(NPM_INSTALL_STAMP) check build
+# The CLI suite runs the built binary, so test builds first. The console
+# suites drive Debian's Chromium, installed here when it is missing.
+test: $(NPM_INSTALL_STAMP) check build chromium
 	NODE_OPTIONS=--experimental-vm-modules $(BIN)/jest --ci
+
+chromium:
+	@command -v /usr/bin/chromium >/dev/null || { \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
 bench: build
 	node dist/bench/management/run.js

@@ -9,6 +9,9 @@ import { createPlatform, type Platform } from "./service/platform.js";
 import type { StreamLimits } from "./service/streams.js";
 import type { Store } from "./store/store.js";
 import { connectSurface } from "./surfaces/connect.js";
+import { consoleSurface, type ConsoleSettings } from "./surfaces/console.js";
+import { projectRoot } from "./lib/project-root.js";
+import { join } from "node:path";
 import { devIssuerSurface } from "./surfaces/dev-issuer.js";
 import { h2cServerFactory } from "./surfaces/h2c-server.js";
 import { clientErrorHandler, DEFAULT_HTTP_LIMITS, type HttpLimits } from "./surfaces/http-limits.js";
@@ -58,6 +61,9 @@ export interface AppOptions {
   expressions?: ExpressionOptions;
   // Days and batch size of retention (runtime/retention.ts).
   retention?: { days: number; batch: number };
+  // The browser console's login settings (GET /console/config.json); unset,
+  // the console says how to configure them.
+  console?: ConsoleSettings;
 }
 
 // Where and how tenant-authored JSONata runs (trigger filters, step arguments).
@@ -163,6 +169,10 @@ export async function buildApp(options: AppOptions): Promise<App> {
     });
     await server.register(webhookSurface, { ingestion: platform.webhooks, maxBytes: options.webhook?.maxBytes ?? 1024 * 1024 });
     if (options.devIssuer) await server.register(devIssuerSurface, { issuer: options.devIssuer });
+    await server.register(consoleSurface, {
+      settings: options.console ?? { issuer: "", clientId: "", audience: "", scopes: "" },
+      dir: join(projectRoot(), "dist", "console"),
+    });
   }
   return {
     server,

@@ -8,6 +8,7 @@ import { DEFAULT_OUTBOUND, type OutboundOptions } from "./integrations/outbound/
 import { AddressPolicy } from "./integrations/outbound/address-policy.js";
 import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, QUOTA_VARIABLES, type Quotas } from "./service/limits.js";
 import { openFileLimit } from "./lib/open-file-limit.js";
+import type { ConsoleSettings } from "./surfaces/console.js";
 import { DEFAULT_HTTP_LIMITS, type HttpLimits } from "./surfaces/http-limits.js";
 import { DEFAULT_STREAM_LIMITS, type StreamLimits } from "./service/streams.js";
 
@@ -55,6 +56,8 @@ export interface Config extends StoreConfig {
   // 24 h idempotency window lives in the events), this many rows a batch.
   retentionDays: number;
   retentionBatch: number;
+  // The browser console's OAuth public client and what it requests.
+  console: ConsoleSettings;
 }
 
 // Tenant-authored JSONata (trigger filters, step arguments): where it runs
@@ -248,6 +251,23 @@ export function loadStoreConfig(env: Env = process.env): StoreConfig {
   };
 }
 
+export const DEFAULT_CONSOLE_SCOPES = "openid platform:read platform:write";
+// The public client the dev issuer registers for the console.
+export const DEV_CONSOLE_CLIENT_ID = "agentplane-console";
+
+// The console logs in where the API's tokens come from, for the API's
+// audience, unless told otherwise.
+function parseConsole(env: Env, auth: AuthConfig, publicUrl: string): ConsoleSettings {
+  const issuer = auth.mode === "jwt" ? auth.issuer : auth.mode === "dev" ? publicUrl : "";
+  const audience = auth.mode === "introspection" ? (auth.audience ?? "") : auth.audience;
+  return {
+    clientId: str(env, "AGENTPLANE_CONSOLE_CLIENT_ID") ?? (auth.mode === "dev" ? DEV_CONSOLE_CLIENT_ID : ""),
+    issuer: str(env, "AGENTPLANE_CONSOLE_ISSUER") ?? issuer,
+    audience: str(env, "AGENTPLANE_CONSOLE_AUDIENCE") ?? audience,
+    scopes: str(env, "AGENTPLANE_CONSOLE_SCOPES") ?? DEFAULT_CONSOLE_SCOPES,
+  };
+}
+
 export function loadConfig(env: Env = process.env, options: LoadOptions = {}): Config {
   const problems: string[] = [];
   const port = int(env, "AGENTPLANE_PORT", 8080, problems);
@@ -320,6 +340,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     },
     retentionDays: positiveInt(env, "AGENTPLANE_RETENTION_DAYS", 30, problems),
     retentionBatch: positiveInt(env, "AGENTPLANE_RETENTION_BATCH", 500, problems),
+    console: parseConsole(env, auth, publicUrl),
   };
   try {
     new AddressPolicy(config.outbound.allow);

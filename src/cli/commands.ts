@@ -147,6 +147,7 @@ async function serveWith(config: Config, logger: Logger, authenticator: Authenti
     jsonMaxDepth: config.jsonMaxDepth,
     retention: { days: config.retentionDays, batch: config.retentionBatch },
     http: config.http,
+    console: config.console,
     streams: config.streams,
     surfaces: config.role === "worker" ? "health" : "all",
     ...execution(config, logger, secretKey, (report) => app.countExpressions(report)),

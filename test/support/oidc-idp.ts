@@ -41,8 +41,21 @@ export interface IdpClient {
   scope: string;
 }
 
+/**
+ * A browser app's client: authorization code with PKCE, no secret. Its users
+ * sign in on oidc-provider's development login page (any login name becomes
+ * the token's `sub`) and confirm on its consent page.
+ */
+export interface IdpPublicClient {
+  clientId: string;
+  redirectUris: string[];
+  /** Space-separated list of the scopes this client may request. */
+  scope: string;
+}
+
 export interface StartIdpOptions {
   clients: IdpClient[];
+  publicClients?: IdpPublicClient[];
   /** Every scope the provider knows (and the resource server accepts). */
   scopes: string[];
   /** Resource indicator / `aud` of the issued access tokens. */
@@ -186,6 +199,7 @@ export async function startIdp(opts: StartIdpOptions): Promise<TestIdp> {
   const { default: Provider, errors } = await loadOidcProvider();
   const accessTokenTtl = opts.accessTokenTtlSeconds ?? 300;
   const allScopes = [...new Set(opts.scopes)];
+  const publicClients = opts.publicClients ?? [];
 
   // RS256 signing key; the private JWK is handed to the provider and the tests.
   const { privateKey } = await generateKeyPair("RS256", { extractable: true });
@@ -217,23 +231,47 @@ export async function startIdp(opts: StartIdpOptions): Promise<TestIdp> {
     // metadata is rejected ("scope must only contain Authorization Server
     // supported scope values"); this also makes the per-client allow-list apply.
     scopes: allScopes,
-    clients: opts.clients.map((c) => ({
-      client_id: c.clientId,
-      client_secret: c.clientSecret,
-      scope: c.scope,
-      token_endpoint_auth_method: "client_secret_basic",
-      grant_types: ["client_credentials"],
-      response_types: [],
-      redirect_uris: [],
-    })),
+    clients: [
+      ...opts.clients.map((c) => ({
+        client_id: c.clientId,
+        client_secret: c.clientSecret,
+        scope: c.scope,
+        token_endpoint_auth_method: "client_secret_basic",
+        grant_types: ["client_credentials"],
+        response_types: [],
+        redirect_uris: [],
+      })),
+      ...publicClients.map((c) => ({
+        client_id: c.clientId,
+        scope: c.scope,
+        token_endpoint_auth_method: "none",
+        application_type: "web",
+        grant_types: ["authorization_code"],
+        response_types: ["code"],
+        redirect_uris: c.redirectUris,
+      })),
+    ],
+    // PKCE (S256) is required of every authorization code request.
+    pkce: { required: () => true },
     ttl: {
       AccessToken: accessTokenTtl,
       ClientCredentials: accessTokenTtl,
+      // The code flow's artifacts (public clients).
+      Interaction: 600,
+      Session: 3600,
+      Grant: 3600,
+      IdToken: accessTokenTtl,
+      AuthorizationCode: 60,
     },
-    clientBasedCORS: () => false,
+    // Whoever signs in on the development login page is that account.
+    findAccount: async (_ctx: unknown, sub: string) => ({ accountId: sub, claims: async () => ({ sub }) }),
+    // Browser apps call the token endpoint from their redirect URIs' origins.
+    clientBasedCORS: (_ctx: unknown, origin: string, client: ProviderClient) =>
+      publicClients.some((c) => c.clientId === client.clientId && c.redirectUris.some((u) => new URL(u).origin === origin)),
     routes: { token: "/token", introspection: INTROSPECTION_PATH, jwks: "/jwks" },
     features: {
-      devInteractions: { enabled: false },
+      // The built-in login and consent pages, for the public clients' users.
+      devInteractions: { enabled: publicClients.length > 0 },
       clientCredentials: { enabled: true },
       introspection: {
         enabled: true,

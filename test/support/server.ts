@@ -58,6 +58,11 @@ export interface TestServerOptions {
   jsonMaxDepth?: number;
   // Small limits make the HTTP limit tests fast; unset ones keep the defaults.
   http?: Partial<HttpLimits>;
+  // Listen here (from freeLoopbackPort) when something must know the URL
+  // before the server starts, e.g. an identity provider's redirect URI.
+  port?: number;
+  // The console's login settings (GET /console/config.json).
+  console?: AppOptions["console"];
   // Another server's directory, to open its database as a second process
   // would (the directory stays until its own server closes).
   dir?: string;
@@ -70,7 +75,7 @@ export interface TestServerOptions {
 export async function startServer(options: TestServerOptions): Promise<TestServer> {
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), "agentplane-test-"));
   // The URL is known before the app is built: the MCP metadata names it.
-  const port = await freeLoopbackPort();
+  const port = options.port ?? (await freeLoopbackPort());
   const url = `http://127.0.0.1:${port}`;
   const database = options.store === "postgres" && !options.databaseUrl ? await createTestDatabase() : undefined;
   const databaseUrl = options.databaseUrl ?? database?.url;
@@ -94,6 +99,7 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     quotas: options.quotas,
     jsonMaxDepth: options.jsonMaxDepth,
     http: { ...DEFAULT_HTTP_LIMITS, ...options.http },
+    console: options.console,
     streams: options.streams,
     mcp: { publicUrl: url, authorizationServers: options.mcpAuthorizationServers ?? (devIssuer ? [url] : []) },
     runtime: options.runtime && {

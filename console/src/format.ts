@@ -1,0 +1,36 @@
+// How values of the API read on screen.
+import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
+import { timestampDate, ValueSchema, type Duration, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
+import { RunStatus, StepStatus } from "../../gen/platform/v1/run_pb.js";
+
+export function time(ts: Timestamp | undefined): string {
+  return ts ? timestampDate(ts).toLocaleString() : "—";
+}
+
+export function millis(ts: Timestamp | undefined): number {
+  return ts ? timestampDate(ts).getTime() : 0;
+}
+
+export function duration(d: Duration | undefined): string {
+  if (!d) return "—";
+  const ms = Number(d.seconds) * 1000 + Math.round(d.nanos / 1e6);
+  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
+}
+
+export const valueJson = (v: Value | undefined): JsonValue | undefined => (v ? toJson(ValueSchema, v) : undefined);
+export const jsonValue = (v: JsonValue): Value => fromJson(ValueSchema, v);
+
+export function pretty(v: JsonValue | undefined): string {
+  return v === undefined ? "—" : JSON.stringify(v, null, 2);
+}
+
+// Enum names as the API's JSON spells them, lower case without the prefix:
+// RUN_STATUS_SUCCEEDED → "succeeded".
+export const runStatusName = (s: RunStatus) => (RunStatus[s] ?? "unspecified").toLowerCase().replace(/_/g, " ");
+// Steps recorded before steps had a status were recorded once they ended.
+export const stepStatusName = (s: StepStatus, error: string) =>
+  s === StepStatus.UNSPECIFIED ? (error ? "failed" : "succeeded") : (StepStatus[s] ?? "unspecified").toLowerCase();
+
+export const RUN_STATUSES = [RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TIMED_OUT];
+
+export const isTerminal = (s: RunStatus) => s !== RunStatus.QUEUED && s !== RunStatus.RUNNING && s !== RunStatus.UNSPECIFIED;

@@ -1,0 +1,231 @@
+import { useState, type ReactNode } from "react";
+import type { Agent } from "../../../gen/platform/v1/agent_pb.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { Trigger, TriggerSchema } from "../../../gen/platform/v1/trigger_pb.js";
+import type { WebhookSource } from "../../../gen/platform/v1/webhook_source_pb.js";
+import { Facts } from "../components/bits.js";
+import { ErrorBanner, Field, placeProblem, useAction } from "../components/form.js";
+import { time } from "../format.js";
+import { Link, useRouter } from "../router.js";
+import { useTenant } from "../tenant.js";
+import { Heading, useLoad } from "./common.js";
+import { useSources } from "./events.js";
+import { useAgentNames } from "./runs.js";
+
+function describe(t: Trigger, sourceName: (id: string) => string): string {
+  switch (t.kind.case) {
+    case "webhook":
+      return `webhook ${t.kind.value.eventTypePattern} from ${t.kind.value.sourceId ? sourceName(t.kind.value.sourceId) : "any source"}${t.kind.value.filter ? " (filtered)" : ""}`;
+    case "schedule":
+      return `schedule ${t.kind.value.cron} ${t.kind.value.timezone || "UTC"}`;
+    case "manual":
+      return "manual";
+    default:
+      return "trigger";
+  }
+}
+
+export function TriggersPage() {
+  const { api, tenant, base, canWrite } = useTenant();
+  const triggers = useLoad(async () => (await api.listTriggers({ pageSize: 100 })).triggers, [tenant]);
+  const agentName = useAgentNames();
+  const sources = useSources();
+  const sourceName = (id: string) => sources.find((s) => s.id === id)?.name ?? id;
+  return (
+    <>
+      <Heading>Triggers</Heading>
+      {canWrite && (
+        <p>
+          <Link to={`${base}/triggers/new`} className="button">
+            New trigger
+          </Link>
+        </p>
+      )}
+      <ErrorBanner message={triggers.error} />
+      {triggers.value?.length === 0 && <p>No triggers yet.</p>}
+      <ul className="records">
+        {triggers.value?.map((t) => (
+          <li key={t.id}>
+            <Link to={`${base}/triggers/${t.id}`}>{describe(t, sourceName)}</Link> → {agentName(t.agentId)}{" "}
+            {t.enabled === false && <span className="muted">(disabled)</span>}
+            {t.filterError && <span className="warning"> filter failing</span>}
+          </li>
+        ))}
+      </ul>
+    </>
+  );
+}
+
+export function TriggerPage({ id }: { id: string }) {
+  const { api, base, canWrite } = useTenant();
+  const { navigate } = useRouter();
+  const trigger = useLoad(async () => (await api.getTrigger({ id })).trigger, [id]);
+  const agentName = useAgentNames();
+  const sources = useSources();
+  const del = useAction();
+  const t = trigger.value;
+  return (
+    <>
+      <Heading>Trigger</Heading>
+      <ErrorBanner message={trigger.error} />
+      {t && (
+        <>
+          {canWrite && (
+            <p className="actions">
+              <Link to={`${base}/triggers/${id}/edit`} className="button">
+                Edit
+              </Link>{" "}
+              <button
+                type="button"
+                className="danger"
+                onClick={() => confirm("Delete this trigger?") && void del.run(async () => (await api.deleteTrigger({ id }), navigate(`${base}/triggers`)))}
+              >
+                Delete
+              </button>
+            </p>
+          )}
+          <ErrorBanner message={del.problem?.message} />
+          <Facts
+            rows={[
+              ["ID", <code>{t.id}</code>],
+              ["Agent", <Link to={`${base}/agents/${t.agentId}`}>{agentName(t.agentId)}</Link>],
+              ["Kind", describe(t, (s) => sources.find((x) => x.id === s)?.name ?? s)],
+              ...(t.kind.case === "webhook" && t.kind.value.filter ? [["Filter", <code>{t.kind.value.filter}</code>] as [string, ReactNode]] : []),
+              ["Enabled", t.enabled === false ? "no" : "yes"],
+              ["Updated", time(t.updateTime)],
+            ]}
+          />
+          {t.filterError && (
+            <p className="banner warning" role="status">
+              The filter last failed {time(t.filterErrorTime)}: {t.filterError}
+            </p>
+          )}
+        </>
+      )}
+    </>
+  );
+}
+
+type Kind = "webhook" | "schedule" | "manual";
+
+function TriggerForm({ trigger, agents, sources }: { trigger?: Trigger; agents: Agent[]; sources: WebhookSource[] }) {
+  const { api, base, loc } = { ...useTenant(), ...useRouter() };
+  const { navigate } = useRouter();
+  const k = trigger?.kind;
+  const [kind, setKind] = useState<Kind>(k?.case ?? "webhook");
+  const [agentId, setAgentId] = useState(trigger?.agentId ?? loc.search.get("agent") ?? agents[0]?.id ?? "");
+  const [enabled, setEnabled] = useState(trigger?.enabled !== false);
+  const [sourceId, setSourceId] = useState(k?.case === "webhook" ? k.value.sourceId : "");
+  const [pattern, setPattern] = useState(k?.case === "webhook" ? k.value.eventTypePattern : "");
+  const [filter, setFilter] = useState(k?.case === "webhook" ? k.value.filter : "");
+  const [cron, setCron] = useState(k?.case === "schedule" ? k.value.cron : "");
+  const [timezone, setTimezone] = useState(k?.case === "schedule" ? k.value.timezone : "");
+  const action = useAction();
+  const { at, general } = placeProblem(action.problem, [
+    "trigger.agent_id", "trigger.webhook.source_id", "trigger.webhook.event_type_pattern", "trigger.webhook.filter",
+    "trigger.schedule.cron", "trigger.schedule.timezone", "trigger.kind", "trigger",
+  ]);
+  const message = (): MessageInitShape<typeof TriggerSchema> => ({
+    id: trigger?.id ?? "",
+    agentId,
+    enabled,
+    kind:
+      kind === "webhook"
+        ? { case: "webhook" as const, value: { sourceId, eventTypePattern: pattern, filter } }
+        : kind === "schedule"
+          ? { case: "schedule" as const, value: { cron, timezone } }
+          : { case: "manual" as const, value: {} },
+  });
+  return (
+    <form
+      noValidate
+      onSubmit={(e) => {
+        e.preventDefault();
+        void action.run(async () => {
+          const res = trigger
+            ? await api.updateTrigger({ trigger: message(), updateMask: { paths: ["agent_id", "enabled", kind] } })
+            : await api.createTrigger({ trigger: message() });
+          if (res.trigger) navigate(`${base}/triggers/${res.trigger.id}`);
+        });
+      }}
+    >
+      <ErrorBanner message={general} />
+      <Field label="Agent" error={at("trigger.agent_id")}>
+        {(p) => (
+          <select {...p} value={agentId} onChange={(e) => setAgentId(e.target.value)}>
+            <option value="">choose an agent</option>
+            {agents.map((a) => (
+              <option key={a.id} value={a.id}>
+                {a.name}
+              </option>
+            ))}
+          </select>
+        )}
+      </Field>
+      <div className="field">
+        <label>
+          <input type="checkbox" checked={enabled} onChange={(e) => setEnabled(e.target.checked)} /> Enabled
+        </label>
+      </div>
+      <fieldset>
+        <legend>Fires on</legend>
+        {(["webhook", "schedule", "manual"] as const).map((value) => (
+          <label key={value} className="check">
+            <input type="radio" name="kind" checked={kind === value} onChange={() => setKind(value)} />{" "}
+            {value === "webhook" ? "Webhook events" : value === "schedule" ? "A schedule" : "Only by hand"}
+          </label>
+        ))}
+      </fieldset>
+      {kind === "webhook" && (
+        <>
+          <Field label="Source" error={at("trigger.webhook.source_id")}>
+            {(p) => (
+              <select {...p} value={sourceId} onChange={(e) => setSourceId(e.target.value)}>
+                <option value="">any source</option>
+                {sources.map((s) => (
+                  <option key={s.id} value={s.id}>
+                    {s.name}
+                  </option>
+                ))}
+              </select>
+            )}
+          </Field>
+          <Field label="Event type pattern" error={at("trigger.webhook.event_type_pattern")} hint="Exact, * for one segment, a final ** for the rest: order.*">
+            {(p) => <input {...p} value={pattern} onChange={(e) => setPattern(e.target.value)} />}
+          </Field>
+          <Field label="Filter (JSONata, optional)" error={at("trigger.webhook.filter")} hint="A boolean over {event_type, payload}">
+            {(p) => <textarea {...p} rows={2} value={filter} onChange={(e) => setFilter(e.target.value)} />}
+          </Field>
+        </>
+      )}
+      {kind === "schedule" && (
+        <>
+          <Field label="Cron" error={at("trigger.schedule.cron")} hint="e.g. 0 9 * * 1-5">
+            {(p) => <input {...p} value={cron} onChange={(e) => setCron(e.target.value)} />}
+          </Field>
+          <Field label="Time zone" error={at("trigger.schedule.timezone")} hint="IANA name; UTC when empty">
+            {(p) => <input {...p} value={timezone} onChange={(e) => setTimezone(e.target.value)} />}
+          </Field>
+        </>
+      )}
+      <button type="submit" disabled={action.busy}>
+        {trigger ? "Save trigger" : "Create trigger"}
+      </button>
+    </form>
+  );
+}
+
+export function TriggerEditPage({ id }: { id?: string }) {
+  const { api, tenant } = useTenant();
+  const trigger = useLoad(async () => (id ? (await api.getTrigger({ id })).trigger : undefined), [id]);
+  const agents = useLoad(async () => (await api.listAgents({ pageSize: 100 })).agents, [tenant]);
+  const sources = useLoad(async () => (await api.listWebhookSources({ pageSize: 100 })).webhookSources, [tenant]);
+  const ready = agents.value && sources.value && (!id || trigger.value);
+  return (
+    <>
+      <Heading>{id ? "Edit trigger" : "New trigger"}</Heading>
+      <ErrorBanner message={trigger.error ?? agents.error ?? sources.error} />
+      {ready && <TriggerForm trigger={trigger.value} agents={agents.value!} sources={sources.value!} />}
+    </>
+  );
+}

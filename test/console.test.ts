@@ -1,0 +1,322 @@
+// The operator console in a real browser (Debian's Chromium through
+// playwright-core) against the real server in `jwt` mode, logging in with
+// authorization code + PKCE at a real oidc-provider, running agents on a real
+// MCP SDK server. Screenshots go to test-output/console/.
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Browser, Page } from "playwright-core";
+import { loadConfig } from "../src/config.js";
+import { createAuthenticator } from "../src/integrations/identity/index.js";
+import { firstLoadJsGzipBytes, launchBrowser, newUser, screenshot, SCREENSHOTS } from "./support/browser.js";
+import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
+import { freeLoopbackPort } from "./support/listen.js";
+import { startIdp, type TestIdp } from "./support/oidc-idp.js";
+import { startServer, type TestServer } from "./support/server.js";
+
+const AUD = "https://api.agentplane.test";
+const CLIENT_ID = "agentplane-console";
+const SCOPES = "openid platform:read platform:write";
+
+let idp: TestIdp;
+let server: TestServer;
+let mcp: CustomerMcp;
+let browser: Browser;
+let admin: Page;
+const measured: Record<string, number> = {};
+// The webhook token the admin copied from the console.
+let webhookToken = "";
+
+beforeAll(async () => {
+  // The IdP must know the console's redirect URI before the server starts.
+  const port = await freeLoopbackPort();
+  idp = await startIdp({
+    clients: [],
+    publicClients: [{ clientId: CLIENT_ID, redirectUris: [`http://127.0.0.1:${port}/console/callback`], scope: SCOPES }],
+    scopes: SCOPES.split(" "),
+    audience: AUD,
+    accessTokenFormat: "jwt",
+  });
+  mcp = await startOpenMcp();
+  server = await startServer({
+    port,
+    authenticator: createAuthenticator({ mode: "jwt", issuer: idp.issuer, audience: AUD, algorithms: ["RS256"], clockToleranceSeconds: 60 }),
+    runtime: { executor: "agents" },
+    outboundAllow: ["127.0.0.0/8"],
+    console: { issuer: idp.issuer, clientId: CLIENT_ID, audience: AUD, scopes: SCOPES },
+  });
+  await server.seedTenant("acme", [
+    { subject: "alice", role: "admin" },
+    { subject: "victor", role: "viewer" },
+  ]);
+  await server.seedTenant("beta", [{ subject: "alice", role: "viewer" }]);
+  browser = await launchBrowser();
+}, 60_000);
+
+afterAll(async () => {
+  writeFileSync(join(SCREENSHOTS, "measurements.json"), JSON.stringify(measured, null, 2));
+  await browser?.close();
+  await server?.close();
+  await mcp?.close();
+  await idp?.stop();
+});
+
+// Opens the server's root as a user would and signs in at oidc-provider's
+// development login and consent pages; answers once the console shows a tenant.
+async function login(page: Page, user: string): Promise<void> {
+  await page.goto(`${server.url}/`);
+  await page.waitForURL(`${idp.issuer}/**`);
+  await page.locator('input[name="login"]').fill(user);
+  await page.locator('input[name="password"]').fill("anything");
+  await page.getByRole("button", { name: "Sign-in" }).click();
+  await page.getByRole("button", { name: "Continue" }).click();
+  await page.waitForURL(/\/console\/t\/[^/]+\/events/);
+}
+
+async function openTenant(page: Page, slug: string): Promise<void> {
+  const switcher = page.getByLabel("Tenant");
+  if ((await switcher.count()) && (await switcher.inputValue()) !== slug) await switcher.selectOption(slug);
+  await page.waitForURL(new RegExp(`/console/t/${slug}/`));
+}
+
+async function section(page: Page, name: string): Promise<void> {
+  await page.getByRole("navigation", { name: "Sections" }).getByRole("link", { name, exact: true }).click();
+  await page.getByRole("heading", { level: 1, name }).waitFor();
+}
+
+describe("console in Chromium, jwt mode, login at oidc-provider", () => {
+  test("an admin logs in with PKCE, creates a source, a skill, an agent and a trigger, sends a test event and watches the run succeed", async () => {
+    ({ page: admin } = await newUser(browser));
+    const errors: string[] = [];
+    admin.on("pageerror", (err) => errors.push(err.message));
+    await login(admin, "alice");
+    // Tokens stay in memory: nothing of the login is left in web storage.
+    expect(await admin.evaluate("JSON.stringify([Object.keys(localStorage), Object.keys(sessionStorage)])")).toBe("[[],[]]");
+    await openTenant(admin, "acme");
+
+    // A webhook source: its token is shown once.
+    await section(admin, "Webhook sources");
+    await admin.getByRole("link", { name: "New source" }).click();
+    await admin.getByLabel("Name", { exact: true }).fill("shop");
+    await admin.getByRole("button", { name: "Create source" }).click();
+    const token = admin.getByTestId("webhook-token");
+    await expect(token.textContent()).resolves.toMatch(/^whk_/);
+    webhookToken = (await token.textContent())!;
+    await screenshot(admin, "source-created-token-once");
+    await section(admin, "Webhook sources");
+    await admin.getByRole("link", { name: "shop" }).click();
+    await admin.getByRole("heading", { name: "Webhook source shop" }).waitFor();
+    expect(await admin.getByTestId("webhook-token").count()).toBe(0);
+
+    // A skill on the customer's MCP server: its tools are listed.
+    await section(admin, "Skills");
+    await admin.getByRole("link", { name: "New skill" }).click();
+    await admin.getByLabel("Name", { exact: true }).fill("crm");
+    await admin.getByLabel("MCP URL").fill(mcp.url);
+    await admin.getByRole("button", { name: "Create skill" }).click();
+    await admin.getByRole("heading", { name: "Skill crm" }).waitFor();
+    await admin.getByText("echo", { exact: true }).waitFor();
+
+    // An agent with one step; the API's own message shows beside the field.
+    await section(admin, "Agents");
+    await admin.getByRole("link", { name: "New agent" }).click();
+    await admin.getByLabel("crm").check();
+    await admin.getByRole("button", { name: "Add step" }).click();
+    await admin.getByLabel("Tool", { exact: true }).fill("echo");
+    await admin.getByLabel("Arguments (JSONata)").fill('{"text": event.payload.name}');
+    await admin.getByRole("button", { name: "Create agent" }).click();
+    const invalid = admin.locator(".field.invalid");
+    await invalid.getByText("is required").waitFor();
+    expect(await invalid.locator("label").textContent()).toBe("Name");
+    await screenshot(admin, "agent-validation-message");
+    await admin.getByLabel("Name", { exact: true }).fill("greeter");
+    await admin.getByRole("button", { name: "Create agent" }).click();
+    await admin.getByRole("heading", { name: "Agent greeter" }).waitFor();
+
+    // A trigger on the source's order.created events.
+    await section(admin, "Triggers");
+    await admin.getByRole("link", { name: "New trigger" }).click();
+    await admin.getByLabel("Agent").selectOption({ label: "greeter" });
+    await admin.getByLabel("Source").selectOption({ label: "shop" });
+    await admin.getByLabel("Event type pattern").fill("order.created");
+    await admin.getByRole("button", { name: "Create trigger" }).click();
+    await admin.getByText("webhook order.created from shop").waitFor();
+
+    // A test event from the console starts a run.
+    await section(admin, "Webhook sources");
+    await admin.getByRole("link", { name: "shop" }).click();
+    await admin.getByLabel("Event type").fill("order.created");
+    await admin.getByLabel("Payload (JSON object)").fill('{"name": "Ada"}');
+    await admin.getByRole("button", { name: "Send test event" }).click();
+    await admin.getByText("it matched 1 trigger.").waitFor();
+
+    // The runs list shows it succeed without a reload.
+    await section(admin, "Runs");
+    await admin.locator("table.runs .status-succeeded").first().waitFor();
+    await admin.locator("table.runs tbody tr").first().getByRole("link").first().click();
+    await admin.locator(".run-status .status-succeeded").waitFor();
+    const step = admin.locator(".timeline .step").first();
+    await step.locator(".status-succeeded").waitFor();
+    await expect(step.getByLabel("Result of step 1").textContent()).resolves.toContain("Ada");
+    await screenshot(admin, "run-succeeded-timeline");
+    expect(mcp.toolCalls()).toContainEqual({ name: "echo", arguments: { text: "Ada" } });
+    expect(errors).toEqual([]);
+  }, 90_000);
+
+  test("a webhook's run appears as succeeded in the open runs list, timed from the 202", async () => {
+    await section(admin, "Runs");
+    await admin.locator("[data-liveness]").waitFor();
+    const res = await fetch(`${server.url}/webhooks/events`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-webhook-token": webhookToken },
+      body: JSON.stringify({ event_type: "order.created", payload: { name: "Grace" } }),
+    });
+    const accepted = performance.now();
+    expect(res.status).toBe(202);
+    const { event_id } = (await res.json()) as { event_id: string };
+    await admin.locator(`table.runs tr:has(a[href$="/events/${event_id}"]) .status-succeeded`).waitFor({ timeout: 20_000 });
+    const ms = Math.round(performance.now() - accepted);
+    measured.webhookAcceptedToSucceededInConsoleMs = ms;
+    measured.runsListLiveness = (await admin.locator("[data-liveness]").getAttribute("data-liveness")) === "live" ? 1 : 0;
+    console.log(`webhook 202 → run "succeeded" in the console: ${ms} ms (${measured.runsListLiveness ? "WatchRuns stream" : "polling fallback"})`);
+    // It arrived over the WatchRuns stream, not the polling fallback.
+    expect(measured.runsListLiveness).toBe(1);
+    await screenshot(admin, "runs-live");
+  }, 60_000);
+
+  test("an admin cancels a slow run from its live page", async () => {
+    await section(admin, "Agents");
+    await admin.getByRole("link", { name: "New agent" }).click();
+    await admin.getByLabel("Name", { exact: true }).fill("sleeper");
+    await admin.getByLabel("crm").check();
+    await admin.getByRole("button", { name: "Add step" }).click();
+    await admin.getByLabel("Tool", { exact: true }).fill("slow");
+    await admin.getByLabel("Arguments (JSONata)").fill('{"ms": 60000}');
+    await admin.getByRole("button", { name: "Create agent" }).click();
+    await admin.getByRole("heading", { name: "Agent sleeper" }).waitFor();
+    await admin.getByLabel("Input (JSON)").fill('{"why": "by hand"}');
+    await admin.getByRole("button", { name: "Run agent" }).click();
+    await admin.waitForURL(/\/runs\/run_/);
+    await admin.locator(".run-status .status-running").waitFor();
+    // The step in flight shows as it starts, with its arguments.
+    const step = admin.locator(".timeline .step").first();
+    await step.locator(".status-running").waitFor();
+    await expect(step.getByLabel("Arguments of step 1").textContent()).resolves.toContain("60000");
+    await screenshot(admin, "run-running");
+    await admin.getByRole("button", { name: "Cancel run" }).click();
+    await admin.locator(".run-status .status-cancelled").waitFor();
+    await step.locator(".status-running").waitFor({ state: "detached" });
+    expect(await admin.getByRole("button", { name: "Cancel run" }).count()).toBe(0);
+    await screenshot(admin, "run-cancelled");
+  }, 60_000);
+
+  test("a viewer sees no write controls; the tenant switcher shows the admin's other tenant read-only", async () => {
+    const { page: viewer, context } = await newUser(browser);
+    try {
+      await login(viewer, "victor");
+      await viewer.getByText("viewer: read only").waitFor();
+      const writes = /^(New (agent|skill|trigger|source)|Edit|Delete|Run agent|Cancel run|Send test event|Rotate token|Replay|Refresh tools)$/;
+      await section(viewer, "Agents");
+      await viewer.getByRole("link", { name: "greeter" }).click();
+      await viewer.getByRole("heading", { name: "Agent greeter" }).waitFor();
+      expect(await viewer.getByRole("button", { name: writes }).count()).toBe(0);
+      expect(await viewer.getByRole("link", { name: writes }).count()).toBe(0);
+      await section(viewer, "Webhook sources");
+      await viewer.getByRole("link", { name: "shop" }).click();
+      await viewer.getByRole("heading", { name: "Webhook source shop" }).waitFor();
+      expect(await viewer.getByRole("button", { name: writes }).count()).toBe(0);
+      await section(viewer, "Runs");
+      await viewer.locator("table.runs tbody tr").first().getByRole("link").first().click();
+      await viewer.getByRole("heading", { name: /^Run run_/ }).waitFor();
+      await viewer.getByRole("heading", { name: "Steps" }).waitFor();
+      expect(await viewer.getByRole("button", { name: writes }).count()).toBe(0);
+      await screenshot(viewer, "viewer-run");
+    } finally {
+      await context.close();
+    }
+
+    // Alice is admin of acme and viewer of beta.
+    await openTenant(admin, "acme");
+    await section(admin, "Agents");
+    await admin.getByRole("link", { name: "New agent" }).waitFor();
+    await admin.getByLabel("Tenant").selectOption("beta");
+    await admin.getByText("viewer: read only").waitFor();
+    await admin.getByRole("heading", { name: "Agents" }).waitFor();
+    expect(await admin.getByRole("link", { name: "New agent" }).count()).toBe(0);
+    await screenshot(admin, "tenant-switcher-viewer");
+  }, 60_000);
+
+  test("the first load is under 300 KB of JavaScript, gzipped", () => {
+    const bytes = firstLoadJsGzipBytes();
+    measured.firstLoadJsGzipBytes = bytes;
+    console.log(`console first-load JavaScript: ${(bytes / 1024).toFixed(1)} KB gzip`);
+    expect(bytes).toBeLessThan(300 * 1024);
+  });
+});
+
+describe("console over HTTP", () => {
+  test("GET / leads to the console; client routes get the app with a self-only CSP; hashed assets are cached for good", async () => {
+    const root = await fetch(`${server.url}/`, { redirect: "manual" });
+    expect(root.status).toBe(302);
+    expect(root.headers.get("location")).toBe("/console/");
+    const page = await fetch(`${server.url}/console/t/acme/runs/run_1`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-type")).toMatch(/^text\/html/);
+    const csp = page.headers.get("content-security-policy") ?? "";
+    expect(csp).toContain("default-src 'self'");
+    expect(csp).toContain(`connect-src 'self' ${idp.issuer}`);
+    expect(page.headers.get("cache-control")).toBe("no-cache");
+    const html = await page.text();
+    const script = /src="(\/console\/assets\/[^"]+\.js)"/.exec(html)?.[1];
+    expect(script).toBeDefined();
+    const asset = await fetch(`${server.url}${script}`);
+    expect(asset.status).toBe(200);
+    expect(asset.headers.get("cache-control")).toBe("public, max-age=31536000, immutable");
+    expect(asset.headers.get("content-encoding")).toBe("gzip");
+    expect((await fetch(`${server.url}/console/assets/missing-0000.js`)).status).toBe(404);
+  });
+
+  test("config.json names the public client, issuer, audience and scopes", async () => {
+    const res = await fetch(`${server.url}/console/config.json`);
+    expect(await res.json()).toEqual({ issuer: idp.issuer, client_id: CLIENT_ID, audience: AUD, scopes: SCOPES });
+  });
+
+  test("without a client id the console says how to configure one", async () => {
+    const bare = await startServer({ authenticator: createAuthenticator({ mode: "jwt", issuer: idp.issuer, audience: AUD, algorithms: ["RS256"], clockToleranceSeconds: 60 }) });
+    const { page, context } = await newUser(browser);
+    try {
+      await page.goto(`${bare.url}/console/`);
+      await page.getByRole("heading", { name: "The console needs an OAuth client" }).waitFor();
+      await expect(page.getByText("AGENTPLANE_CONSOLE_CLIENT_ID", { exact: true }).count()).resolves.toBe(1);
+    } finally {
+      await context.close();
+      await bare.close();
+    }
+  });
+});
+
+describe("console settings", () => {
+  const key = Buffer.alloc(32).toString("base64");
+  const jwt = { AGENTPLANE_AUTH_MODE: "jwt", AGENTPLANE_JWT_ISSUER: "https://tenant.auth0.test/", AGENTPLANE_JWT_AUDIENCE: "https://api.test", AGENTPLANE_SECRET_KEY: key };
+
+  test("default to the API's issuer and audience, with no client until one is set", () => {
+    expect(loadConfig(jwt).console).toEqual({ clientId: "", issuer: "https://tenant.auth0.test/", audience: "https://api.test", scopes: "openid platform:read platform:write" });
+    const set = loadConfig({
+      ...jwt,
+      AGENTPLANE_CONSOLE_CLIENT_ID: "spa",
+      AGENTPLANE_CONSOLE_ISSUER: "https://login.test",
+      AGENTPLANE_CONSOLE_AUDIENCE: "urn:api",
+      AGENTPLANE_CONSOLE_SCOPES: "openid platform:read",
+    });
+    expect(set.console).toEqual({ clientId: "spa", issuer: "https://login.test", audience: "urn:api", scopes: "openid platform:read" });
+  });
+
+  test("in introspection mode name no issuer (an opaque-token IdP's login is configured explicitly)", () => {
+    const c = loadConfig({ AGENTPLANE_AUTH_MODE: "introspection", AGENTPLANE_INTROSPECTION_URL: "https://hydra.test/admin/oauth2/introspect", AGENTPLANE_INTROSPECTION_AUDIENCE: "urn:api", AGENTPLANE_SECRET_KEY: key });
+    expect(c.console).toMatchObject({ issuer: "", audience: "urn:api", clientId: "" });
+  });
+
+  test("in dev mode point at the dev issuer and its console client", () => {
+    const c = loadConfig({ AGENTPLANE_PORT: "9999" }, { dev: true });
+    expect(c.console).toMatchObject({ issuer: "http://127.0.0.1:9999", audience: "http://127.0.0.1:9999", clientId: "agentplane-console" });
+  });
+});

@@ -1,0 +1,60 @@
+// Debian's Chromium, headless, driven by playwright-core (which downloads no
+// browser of its own). One browser per suite; one context (fresh cookies and
+// storage) per user.
+import { existsSync, mkdirSync, readFileSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { gzipSync } from "node:zlib";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+
+export const CHROMIUM = "/usr/bin/chromium";
+export const SCREENSHOTS = join(process.cwd(), "test-output", "console");
+const CONSOLE_BUILD = join(process.cwd(), "dist", "console");
+
+export async function launchBrowser(): Promise<Browser> {
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: \`make chromium\` installs Debian's chromium package`);
+  if (!existsSync(join(CONSOLE_BUILD, "index.html"))) throw new Error("dist/console is missing: run `make build` first");
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  // launch() gives every browser a fresh temporary user-data-dir. Without the
+  // background-networking flags Chromium keeps dialling Google's hosts, which
+  // this machine's closed network refuses.
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+}
+
+// A new user in the browser: its own cookies (so its own IdP session).
+export async function newUser(browser: Browser): Promise<{ context: BrowserContext; page: Page; errors: string[] }> {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  page.setDefaultTimeout(15_000);
+  // Uncaught errors and CSP refusals would otherwise pass unseen.
+  const errors: string[] = [];
+  page.on("pageerror", (err) => errors.push(err.message));
+  page.on("console", (msg) => {
+    if (msg.type() === "error" && /Content Security Policy/i.test(msg.text())) errors.push(msg.text());
+  });
+  return { context, page, errors };
+}
+
+export async function screenshot(page: Page, name: string): Promise<void> {
+  await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+}
+
+// Gzipped bytes of the JavaScript the console's index.html loads at once
+// (the entry script and its static imports; lazy chunks are not counted).
+export function firstLoadJsGzipBytes(): number {
+  const html = readFileSync(join(CONSOLE_BUILD, "index.html"), "utf8");
+  const scripts = [...html.matchAll(/<(?:script[^>]*src|link[^>]*rel="modulepreload"[^>]*href)="\/console\/([^"]+\.js)"/g)].map((m) => m[1]!);
+  if (!scripts.length) throw new Error(`no scripts found in dist/console/index.html: ${readdirSync(CONSOLE_BUILD).join(", ")}`);
+  return scripts.reduce((sum, file) => sum + gzipSync(readFileSync(join(CONSOLE_BUILD, file)), { level: 9 }).length, 0);
+}
