@@ -194,7 +194,7 @@ describe("c. /mcp tools for a platform admin that is not a member", () => {
     const client = await mcp("initech", "platform:admin mcp:platform.read mcp:platform.write");
     const names = (await client.listTools()).tools.map((t) => t.name).sort();
     expect(names).toEqual(
-      ["add_member", "create_tenant", "get_tenant", "list_members", "list_tenants", "remove_member", "update_member", "update_tenant"].sort(),
+      ["add_member", "create_tenant", "get_tenant", "list_members", "list_memberships", "list_tenants", "remove_member", "update_member", "update_tenant"].sort(),
     );
     // Each listed tool is callable (arguments aside); an unlisted one fails.
     const listMembers = (await client.callTool({ name: "list_members", arguments: {} })) as CallToolResult;
