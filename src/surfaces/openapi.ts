@@ -141,10 +141,9 @@ function operation(route: RestRoute, tag: string): Operation {
     route.verb === "GET" || route.verb === "DELETE" || (route.verb === "PATCH" && f.message?.typeName === "google.protobuf.FieldMask");
   const parameters: JsonSchema[] = [];
   if (route.idField) {
-    const holder = method.input.fields.find((f) => f.name === route.idField![0])!;
-    const idOf = route.idField.length === 1 ? holder : holder.message!.fields.find((f) => f.name === "id")!;
-    const own = route.idField.length === 1 ? describe(idOf) : undefined;
-    parameters.push({ name: "id", in: "path", required: true, schema: { type: "string" }, description: own ?? `Id of the ${idOf.parent.name}.` });
+    // A request's own `id` field may say more (GetTenant takes a slug too).
+    const own = pathField ? describe(method.input.fields.find((f) => f.name === pathField)!) : undefined;
+    parameters.push({ name: "id", in: "path", required: true, schema: { type: "string" }, description: own ?? `Id of the ${route.resource.name}.` });
   }
   const bodyFields: DescField[] = [];
   for (const field of method.input.fields) {
@@ -185,11 +184,7 @@ export function openApiDocument(service: DescService, version: string): OpenApiD
   // A resource's tag: its collection path segment, described by the resource's comment.
   const tagOf = (route: RestRoute) => route.path.split("/")[3]!;
   const tags = new Map<string, string | undefined>();
-  for (const route of routes) {
-    const tag = tagOf(route);
-    const listed = route.verb === "GET" && !route.idField ? route.method.output.fields.find((f) => f.fieldKind === "list")?.message : undefined;
-    if (!tags.has(tag) || listed) tags.set(tag, listed ? describe(listed) : undefined);
-  }
+  for (const route of routes) tags.set(tagOf(route), describe(route.resource));
   const paths: Record<string, Record<string, Operation>> = {};
   for (const route of routes) {
     const path = route.path.replace(/:(\w+)/g, "{$1}");
