@@ -3,7 +3,7 @@ SHELL := /bin/bash
 NPM_INSTALL_STAMP := node_modules/.install-stamp
 BIN := node_modules/.bin
 
-.PHONY: run test build check lint typecheck generate migrations bench clean chromium
+.PHONY: run test build check lint typecheck generate docs migrations bench clean chromium
 
 # `npm install` against the committed lockfile rather than `npm ci`: the
 # registry reachable here lacks some other platforms' optional binaries
@@ -29,11 +29,13 @@ lint: $(NPM_INSTALL_STAMP)
 	$(BIN)/buf lint
 	$(BIN)/eslint .
 
-# Fails when gen/ or the migrations are not what the sources make.
+# Fails when gen/, docs/api.md or the migrations are not what the sources make.
 check: lint typecheck
 	@tmp=$$(mktemp -d); trap 'rm -rf '$$tmp EXIT; \
 	  $(BIN)/buf generate --output $$tmp || exit 1; \
 	  diff -r $$tmp/gen gen >/dev/null || { echo "gen/ is stale: run make generate and commit" >&2; exit 1; }
+	@$(BIN)/tsc -p tsconfig.scripts.json && node dist/scripts/api-docs.js | diff -q - docs/api.md >/dev/null || \
+	  { echo "docs/api.md is stale: run make docs and commit" >&2; exit 1; }
 	@for engine in sqlite postgres; do \
 	  $(BIN)/drizzle-kit check --config drizzle.$$engine.config.ts >/dev/null || exit 1; \
 	  out=$$($(BIN)/drizzle-kit generate --config drizzle.$$engine.config.ts --name check 2>&1); \
@@ -44,6 +46,13 @@ check: lint typecheck
 
 generate: $(NPM_INSTALL_STAMP)
 	$(BIN)/buf generate
+	@$(MAKE) --no-print-directory docs
+
+# docs/api.md: the REST reference rendered from the OpenAPI document the
+# server serves at /api/v1/openapi.json (scripts/api-docs.ts).
+docs: $(NPM_INSTALL_STAMP)
+	$(BIN)/tsc -p tsconfig.scripts.json
+	node dist/scripts/api-docs.js > docs/api.md.tmp && mv docs/api.md.tmp docs/api.md
 
 # One schema per engine (src/store/<engine>/schema.ts), migrations for each.
 migrations: $(NPM_INSTALL_STAMP)

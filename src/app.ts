@@ -160,7 +160,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   const api = (options.surfaces ?? "all") === "all";
   if (api) {
     await server.register(connectSurface, { platform, readMaxBytes: limits.maxBodyBytes });
-    await server.register(restSurface, { platform });
+    await server.register(restSurface, { platform, version: VERSION });
     await server.register(mcpSurface, {
       platform,
       publicUrl: options.mcp?.publicUrl ?? "http://localhost",

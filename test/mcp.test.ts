@@ -210,6 +210,37 @@ describe("tools per scope and role", () => {
     expect((listRuns.inputSchema.properties as Json).status).toMatchObject({ type: "string", enum: expect.arrayContaining(["RUN_STATUS_QUEUED"]) });
   });
 
+  it("offers no output-only field as an input, names the record an update changes, and describes fields by their proto comments", async () => {
+    const tools = await names(token.adminWrite!);
+    const schema = (name: string) => tools.find((t) => t.name === name)!.inputSchema as Json;
+    const props = (s: Json, ...path: string[]) => path.reduce((at, key) => (at.properties as Record<string, Json>)[key]!, s).properties as Record<string, Json>;
+
+    const agent = props(schema("create_agent"), "agent");
+    for (const field of ["id", "tenant", "createTime", "updateTime"]) expect(agent).not.toHaveProperty(field);
+    expect(agent.instructions).toEqual({ type: "string", description: "System message of a model agent." });
+    expect(Object.keys(props(schema("create_agent"), "agent", "model"))).toEqual(["baseUrl", "model", "apiKey"]); // no apiKeySet
+    expect(props(schema("create_agent"), "agent", "model").apiKey!.description).toContain("never returned");
+
+    const update = schema("update_agent");
+    expect(update.required).toEqual(["agent"]);
+    expect((update.properties as Record<string, Json>).agent).toMatchObject({ required: ["id"] });
+    expect(props(update, "agent").id).toEqual({ type: "string", description: "The Agent this request changes." });
+    for (const field of ["tenant", "createTime", "updateTime"]) expect(props(update, "agent")).not.toHaveProperty(field);
+
+    const skill = props(schema("create_skill"), "skill");
+    for (const field of ["id", "tenant", "tools", "toolsRefreshTime", "toolsRefreshError"]) expect(skill).not.toHaveProperty(field);
+    expect(Object.keys(props(schema("create_skill"), "skill", "auth", "staticBearer"))).toEqual(["token"]); // no tokenSet
+    expect(Object.keys(props(schema("create_skill"), "skill", "auth", "oauth"))).not.toContain("clientSecretSet");
+    for (const field of ["id", "tenant", "previousTokenExpireTime"]) expect(props(schema("create_webhook_source"), "webhookSource")).not.toHaveProperty(field);
+    expect(props(schema("create_trigger"), "trigger")).not.toHaveProperty("filterError");
+
+    // A request's own `id` is no resource field: it stays, described.
+    expect((schema("get_agent").properties as Record<string, Json>).id).toEqual({ type: "string" });
+    expect(schema("get_agent").required).toEqual(["id"]);
+    expect((schema("rotate_webhook_source_token").properties as Record<string, Json>).gracePeriod!.description).toContain("zero revokes it at once");
+    expect(tools.find((t) => t.name === "run_agent")!.description).toContain("Queues a manual run of the agent with an input.");
+  });
+
   it("creates with create_agent and the agent is visible through Connect", async () => {
     const client = await connect(token.adminWrite!);
     const result = (await client.callTool({ name: "create_agent", arguments: { agent: { name: "via-mcp" } } })) as CallToolResult;

@@ -123,7 +123,9 @@ describe("platform MCP", () => {
     const { tools } = await client.listTools();
     const tool = tools.find((t) => t.name === "list_memberships");
     expect(tool?.description).toBe(
-      "List Memberships (platform.v1.PlatformService/ListMemberships). Read-only. Needs mcp:platform.read or mcp:platform." +
+      "List Memberships (platform.v1.PlatformService/ListMemberships)." +
+        " The tenants the caller is a member of, with its role in each: the console's tenant switcher. Lists every tenant for a `platform:admin` caller." +
+        " Read-only. Needs mcp:platform.read or mcp:platform." +
         " Answers about the caller only, across tenants; the tenant selected is ignored.",
     );
     expect(tool?.annotations).toMatchObject({ readOnlyHint: true });

@@ -1,7 +1,7 @@
 import { invalidArgument } from "./errors.js";
 import { MAX_LENGTH } from "./limits.js";
 
-const SLUG = /^[a-z][a-z0-9-]{1,62}$/;
+export const SLUG = /^[a-z][a-z0-9-]{1,62}$/;
 
 export const isSlug = (s: string) => SLUG.test(s);
 

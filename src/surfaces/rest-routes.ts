@@ -11,6 +11,8 @@ export interface RestRoute {
   // Request field set from the `:id` path segment (`id`, or `<resource>.id`).
   idField?: string[];
   successStatus: 200 | 201;
+  // The resource the route acts on (the element type of its List method).
+  resource: DescMessage;
 }
 
 const kebab = (s: string) => s.replace(/([a-z0-9])([A-Z])/g, "$1-$2").toLowerCase();
@@ -51,7 +53,7 @@ export function deriveRestRoutes(service: DescService, prefix = "/api/v1"): Rest
   for (const method of service.methods.filter((m) => m.methodKind === "unary")) {
     const listed = resources.find((r) => method.name === `List${r.plural}`);
     if (listed) {
-      routes.push({ method, verb: "GET", path: `${prefix}/${kebab(listed.plural)}`, successStatus: 200 });
+      routes.push({ method, verb: "GET", path: `${prefix}/${kebab(listed.plural)}`, successStatus: 200, resource: listed.message });
       continue;
     }
     const verbEnd = method.name.slice(1).search(/[A-Z]/) + 1;
@@ -71,9 +73,10 @@ export function deriveRestRoutes(service: DescService, prefix = "/api/v1"): Rest
         path: standard.withId ? `${base}/:id` : base,
         idField: standard.withId ? idField : undefined,
         successStatus: standard.status ?? 200,
+        resource: resource.message,
       });
     } else {
-      routes.push({ method, verb: "POST", path: `${base}/:id/${kebab(verb + suffix)}`, idField, successStatus: 200 });
+      routes.push({ method, verb: "POST", path: `${base}/:id/${kebab(verb + suffix)}`, idField, successStatus: 200, resource: resource.message });
     }
   }
   return routes;

@@ -5,6 +5,7 @@ import { invalidArgument } from "../service/errors.js";
 import type { Platform } from "../service/platform.js";
 import { callerFromHeaders, nodeHeaderGetter } from "./caller.js";
 import { httpError } from "./errors.js";
+import { openApiDocument } from "./openapi.js";
 import { deriveRestRoutes, type RestRoute } from "./rest-routes.js";
 
 const lowerCamel = (path: string) => path.replace(/_([a-z0-9])/g, (_m, c: string) => c.toUpperCase());
@@ -53,7 +54,7 @@ function parseRequest(method: DescMethod, json: JsonObject) {
 
 // The REST mirror: each derived route parses the request into the method's
 // input message and calls the same platform implementation as Connect.
-export async function restSurface(app: FastifyInstance, opts: { platform: Platform }): Promise<void> {
+export async function restSurface(app: FastifyInstance, opts: { platform: Platform; version: string }): Promise<void> {
   const { platform } = opts;
   app.setErrorHandler((err, _req, reply) => {
     // Fastify's own refusals (bad JSON, wrong content type, too large) keep
@@ -66,6 +67,9 @@ export async function restSurface(app: FastifyInstance, opts: { platform: Platfo
     }
     return reply.status(status).send({ code: status === 413 ? "resource_exhausted" : "invalid_argument", message: (err as Error).message });
   });
+  // The routes' own reference, served without a token: it holds no tenant data.
+  const openApi = JSON.stringify(openApiDocument(platform.service, opts.version));
+  app.get("/api/v1/openapi.json", (_req, reply) => reply.type("application/json; charset=utf-8").send(openApi));
   for (const route of deriveRestRoutes(platform.service)) {
     app.route({
       method: route.verb,

@@ -6,13 +6,14 @@ import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import { file_platform_v1_options } from "./options_pb.js";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file platform/v1/event.proto.
  */
 export const file_platform_v1_event: GenFile = /*@__PURE__*/
-  fileDesc("ChdwbGF0Zm9ybS92MS9ldmVudC5wcm90bxILcGxhdGZvcm0udjEizwIKBUV2ZW50EgoKAmlkGAEgASgJEg4KBnRlbmFudBgCIAEoCRIRCglzb3VyY2VfaWQYAyABKAkSEgoKZXZlbnRfdHlwZRgEIAEoCRIoCgdwYXlsb2FkGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIwCgxyZWNlaXZlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD2lkZW1wb3RlbmN5X2tleRgHIAEoCRIbChNtYXRjaGVkX3RyaWdnZXJfaWRzGAggAygJEg8KB3J1bl9pZHMYCSADKAkSLwoLY3JlYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcGIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChdwbGF0Zm9ybS92MS9ldmVudC5wcm90bxILcGxhdGZvcm0udjEi+QIKBUV2ZW50EhAKAmlkGAEgASgJQgSItRgBEhQKBnRlbmFudBgCIAEoCUIEiLUYARIRCglzb3VyY2VfaWQYAyABKAkSEgoKZXZlbnRfdHlwZRgEIAEoCRIoCgdwYXlsb2FkGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI2CgxyZWNlaXZlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgSItRgBEhcKD2lkZW1wb3RlbmN5X2tleRgHIAEoCRIhChNtYXRjaGVkX3RyaWdnZXJfaWRzGAggAygJQgSItRgBEhUKB3J1bl9pZHMYCSADKAlCBIi1GAESNQoLY3JlYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgSItRgBEjUKC3VwZGF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIEiLUYAWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_platform_v1_options]);
 
 /**
  * An accepted webhook event.

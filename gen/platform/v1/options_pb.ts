@@ -4,14 +4,14 @@
 
 import type { GenEnum, GenExtension, GenFile } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, extDesc, fileDesc } from "@bufbuild/protobuf/codegenv2";
-import type { MethodOptions } from "@bufbuild/protobuf/wkt";
+import type { FieldOptions, MethodOptions } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_descriptor } from "@bufbuild/protobuf/wkt";
 
 /**
  * Describes the file platform/v1/options.proto.
  */
 export const file_platform_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("ChlwbGF0Zm9ybS92MS9vcHRpb25zLnByb3RvEgtwbGF0Zm9ybS52MSpzCgZBY2Nlc3MSFgoSQUNDRVNTX1VOU1BFQ0lGSUVEEAASGQoVQUNDRVNTX1BMQVRGT1JNX0FETUlOEAESIwofQUNDRVNTX1RFTkFOVF9PUl9QTEFURk9STV9BRE1JThACEhEKDUFDQ0VTU19DQUxMRVIQAzpNCgZhY2Nlc3MSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxjRhgMgASgOMhMucGxhdGZvcm0udjEuQWNjZXNzUgZhY2Nlc3NiBnByb3RvMw", [file_google_protobuf_descriptor]);
+  fileDesc("ChlwbGF0Zm9ybS92MS9vcHRpb25zLnByb3RvEgtwbGF0Zm9ybS52MSpzCgZBY2Nlc3MSFgoSQUNDRVNTX1VOU1BFQ0lGSUVEEAASGQoVQUNDRVNTX1BMQVRGT1JNX0FETUlOEAESIwofQUNDRVNTX1RFTkFOVF9PUl9QTEFURk9STV9BRE1JThACEhEKDUFDQ0VTU19DQUxMRVIQAypuCg1GaWVsZEJlaGF2aW9yEh4KGkZJRUxEX0JFSEFWSU9SX1VOU1BFQ0lGSUVEEAASHgoaRklFTERfQkVIQVZJT1JfT1VUUFVUX09OTFkQARIdChlGSUVMRF9CRUhBVklPUl9JTlBVVF9PTkxZEAI6TQoGYWNjZXNzEh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMY0YYDIAEoDjITLnBsYXRmb3JtLnYxLkFjY2Vzc1IGYWNjZXNzOmIKDmZpZWxkX2JlaGF2aW9yEh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxjRhgMgASgOMhoucGxhdGZvcm0udjEuRmllbGRCZWhhdmlvclINZmllbGRCZWhhdmlvcmIGcHJvdG8z", [file_google_protobuf_descriptor]);
 
 /**
  * Who may call an operation beyond the read/write scope derived from
@@ -60,8 +60,51 @@ export const AccessSchema: GenEnum<Access> = /*@__PURE__*/
   enumDesc(file_platform_v1_options, 0);
 
 /**
+ * How a field behaves in requests and responses (after AIP-203's
+ * `google.api.field_behavior`, which buf cannot fetch here). The REST
+ * mirror's OpenAPI document and the MCP tool schemas read it from the
+ * descriptor.
+ *
+ * @generated from enum platform.v1.FieldBehavior
+ */
+export enum FieldBehavior {
+  /**
+   * @generated from enum value: FIELD_BEHAVIOR_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Set by the service and returned in responses; ignored in requests.
+   * `readOnly` in the OpenAPI document, never an MCP tool input.
+   *
+   * @generated from enum value: FIELD_BEHAVIOR_OUTPUT_ONLY = 1;
+   */
+  OUTPUT_ONLY = 1,
+
+  /**
+   * Accepted in requests and never returned (secrets). `writeOnly` in the
+   * OpenAPI document.
+   *
+   * @generated from enum value: FIELD_BEHAVIOR_INPUT_ONLY = 2;
+   */
+  INPUT_ONLY = 2,
+}
+
+/**
+ * Describes the enum platform.v1.FieldBehavior.
+ */
+export const FieldBehaviorSchema: GenEnum<FieldBehavior> = /*@__PURE__*/
+  enumDesc(file_platform_v1_options, 1);
+
+/**
  * @generated from extension: platform.v1.Access access = 50001;
  */
 export const access: GenExtension<MethodOptions, Access> = /*@__PURE__*/
   extDesc(file_platform_v1_options, 0);
+
+/**
+ * @generated from extension: platform.v1.FieldBehavior field_behavior = 50001;
+ */
+export const field_behavior: GenExtension<FieldOptions, FieldBehavior> = /*@__PURE__*/
+  extDesc(file_platform_v1_options, 1);
 

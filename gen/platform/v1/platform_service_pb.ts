@@ -1690,12 +1690,12 @@ export const WatchRunsResponseSchema: GenMessage<WatchRunsResponse> = /*@__PURE_
  * `Delete<X>`/`Remove<X>` are the standard methods of resource X; any other
  * method `<Verb><X>...` is a custom method on one X named by `id`.
  *
+ * Tenants (platform administration).
+ *
  * @generated from service platform.v1.PlatformService
  */
 export const PlatformService: GenService<{
   /**
-   * Tenants (platform administration).
-   *
    * @generated from rpc platform.v1.PlatformService.CreateTenant
    */
   createTenant: {
@@ -1773,8 +1773,6 @@ export const PlatformService: GenService<{
     output: typeof RemoveMemberResponseSchema;
   },
   /**
-   * Agents.
-   *
    * @generated from rpc platform.v1.PlatformService.ListAgents
    */
   listAgents: {
@@ -1825,8 +1823,6 @@ export const PlatformService: GenService<{
     output: typeof RunAgentResponseSchema;
   },
   /**
-   * Skills.
-   *
    * @generated from rpc platform.v1.PlatformService.ListSkills
    */
   listSkills: {
@@ -1877,8 +1873,6 @@ export const PlatformService: GenService<{
     output: typeof RefreshSkillToolsResponseSchema;
   },
   /**
-   * Triggers.
-   *
    * @generated from rpc platform.v1.PlatformService.ListTriggers
    */
   listTriggers: {
@@ -1919,8 +1913,6 @@ export const PlatformService: GenService<{
     output: typeof DeleteTriggerResponseSchema;
   },
   /**
-   * Webhook sources.
-   *
    * @generated from rpc platform.v1.PlatformService.ListWebhookSources
    */
   listWebhookSources: {
@@ -1985,8 +1977,6 @@ export const PlatformService: GenService<{
     output: typeof SendWebhookSourceTestEventResponseSchema;
   },
   /**
-   * Events.
-   *
    * @generated from rpc platform.v1.PlatformService.ListEvents
    */
   listEvents: {
@@ -2024,8 +2014,6 @@ export const PlatformService: GenService<{
     output: typeof WatchEventsResponseSchema;
   },
   /**
-   * Runs.
-   *
    * @generated from rpc platform.v1.PlatformService.ListRuns
    */
   listRuns: {

@@ -6,13 +6,14 @@ import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import { file_platform_v1_options } from "./options_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file platform/v1/webhook_source.proto.
  */
 export const file_platform_v1_webhook_source: GenFile = /*@__PURE__*/
-  fileDesc("CiBwbGF0Zm9ybS92MS93ZWJob29rX3NvdXJjZS5wcm90bxILcGxhdGZvcm0udjEi/QEKDVdlYmhvb2tTb3VyY2USCgoCaWQYASABKAkSDgoGdGVuYW50GAIgASgJEgwKBG5hbWUYAyABKAkSFAoHZW5hYmxlZBgEIAEoCEgAiAEBEj4KGnByZXZpb3VzX3Rva2VuX2V4cGlyZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtjcmVhdGVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgoKCF9lbmFibGVkYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("CiBwbGF0Zm9ybS92MS93ZWJob29rX3NvdXJjZS5wcm90bxILcGxhdGZvcm0udjEimwIKDVdlYmhvb2tTb3VyY2USEAoCaWQYASABKAlCBIi1GAESFAoGdGVuYW50GAIgASgJQgSItRgBEgwKBG5hbWUYAyABKAkSFAoHZW5hYmxlZBgEIAEoCEgAiAEBEkQKGnByZXZpb3VzX3Rva2VuX2V4cGlyZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIEiLUYARI1CgtjcmVhdGVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBIi1GAESNQoLdXBkYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgSItRgBQgoKCF9lbmFibGVkYgZwcm90bzM", [file_google_protobuf_timestamp, file_platform_v1_options]);
 
 /**
  * A sender of webhook events, authenticated by its own `whk_` token.
