@@ -166,7 +166,7 @@ describe.each(pages.filter((p) => p.blocks.length > 0))("docs/guide/$file", ({ f
           try {
             output = await session.run(script);
           } catch (err) {
-            throw new Error(`docs/guide/${file}:${block.line}: ${(err as Error).message}`);
+            throw new Error(`docs/guide/${file}:${block.line}: ${(err as Error).message}`, { cause: err });
           }
           const absent = block.expected && missing(block.expected.map(localize), output);
           if (absent !== undefined)
