@@ -12,11 +12,27 @@ $(NPM_INSTALL_STAMP): package.json package-lock.json $(wildcard patches/*.patch)
 	npm install --no-audit --no-fund
 	@touch $@
 
-# The console (console/, Vite) builds into dist/console, which the server
-# serves at /console.
-build: $(NPM_INSTALL_STAMP)
+# Real file targets, so `make run` starts at once when nothing changed. Every
+# file and directory is a prerequisite: a directory's time changes when a
+# file in it is added, removed or renamed, which file times alone miss.
+# (`find bench/`, not `find bench`: the bare name is the phony target.)
+TSC_STAMP := dist/.tsc-stamp
+CONSOLE_BUILT := dist/console/index.html
+TSC_INPUTS := $(shell find src/ gen/ bench/) tsconfig.json tsconfig.build.json
+CONSOLE_INPUTS := $(shell find console/ gen/) tsconfig.json
+
+# tsc exits non-zero on a type error, so the stamp is only touched after a
+# clean compile.
+$(TSC_STAMP): $(NPM_INSTALL_STAMP) $(TSC_INPUTS)
 	$(BIN)/tsc -p tsconfig.build.json
+	@touch $@
+
+# The console (console/, Vite) builds into dist/console, which the server
+# serves at /console; Vite empties it first, so index.html is always new.
+$(CONSOLE_BUILT): $(NPM_INSTALL_STAMP) $(CONSOLE_INPUTS)
 	$(BIN)/vite build -c console/vite.config.ts --logLevel warn
+
+build: $(TSC_STAMP) $(CONSOLE_BUILT)
 
 run: build
 	node dist/src/cli/main.js dev

@@ -5,6 +5,8 @@ export default tseslint.config(
   { ignores: ["dist/", "gen/", "node_modules/", "data/", "src/store/migrations/"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
+  // The guide's example programs are plain Node ESM, run as they are shown.
+  { files: ["docs/**/*.mjs"], languageOptions: { globals: { process: "readonly", console: "readonly", URL: "readonly" } } },
   {
     rules: {
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", ignoreRestSiblings: true }],

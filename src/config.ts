@@ -268,6 +268,11 @@ function parseConsole(env: Env, auth: AuthConfig, publicUrl: string): ConsoleSet
   };
 }
 
+// `agentplane dev` may call loopback by default, so an MCP server started on
+// the same machine works as a skill; `serve` allows nothing unless told.
+// Setting AGENTPLANE_OUTBOUND_ALLOW replaces this default in `dev` too.
+export const DEV_OUTBOUND_ALLOW: readonly string[] = ["127.0.0.0/8", "::1/128"];
+
 export function loadConfig(env: Env = process.env, options: LoadOptions = {}): Config {
   const problems: string[] = [];
   const port = int(env, "AGENTPLANE_PORT", 8080, problems);
@@ -325,7 +330,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
       str(env, "AGENTPLANE_MCP_AUTHORIZATION_SERVERS")?.split(",").map((s) => s.trim()).filter(Boolean) ??
       (auth.mode === "jwt" ? [auth.issuer] : auth.mode === "dev" ? [publicUrl] : []),
     outbound: {
-      allow: str(env, "AGENTPLANE_OUTBOUND_ALLOW")?.split(",").map((s) => s.trim()).filter(Boolean) ?? [],
+      allow: str(env, "AGENTPLANE_OUTBOUND_ALLOW")?.split(",").map((s) => s.trim()).filter(Boolean) ?? (options.dev ? [...DEV_OUTBOUND_ALLOW] : []),
       discoveryTimeoutMs: int(env, "AGENTPLANE_SKILL_DISCOVERY_TIMEOUT_MS", DEFAULT_OUTBOUND.discoveryTimeoutMs, problems),
       callTimeoutMs: int(env, "AGENTPLANE_SKILL_CALL_TIMEOUT_MS", DEFAULT_OUTBOUND.callTimeoutMs, problems),
       maxResponseBytes: int(env, "AGENTPLANE_SKILL_MAX_RESPONSE_BYTES", DEFAULT_OUTBOUND.maxResponseBytes, problems),

@@ -8,6 +8,7 @@ import { loadConfig, loadQuotas, loadStoreConfig, type Config, type StoreConfig 
 import { DevIssuer } from "../integrations/identity/dev-issuer.js";
 import { CONSOLE_CLIENT_ID, DEV_USER } from "../integrations/identity/dev-login.js";
 import { ensureDevTenant } from "./dev-tenant.js";
+import { ensureDevWebhookSource } from "./dev-webhook-source.js";
 import { createAuthenticator, type Authenticator } from "../integrations/identity/index.js";
 import { SecretBox } from "../lib/secret-box.js";
 import type { Logger } from "pino";
@@ -199,6 +200,7 @@ export async function dev(): Promise<void> {
     sandbox: new ExpressionSandbox(),
   });
   await ensureDevTenant(store, platform, [issuer.clientId, DEV_USER]);
+  const source = await ensureDevWebhookSource(store, platform, config.dataDir);
   const base = config.publicUrl;
   const tokenBody = JSON.stringify({
     client_id: issuer.clientId,
@@ -206,23 +208,24 @@ export async function dev(): Promise<void> {
     audience: issuer.audience,
     grant_type: "client_credentials",
   });
+  const event = JSON.stringify({ event_type: "dev.hello", payload: { hello: "world" } });
+  const allow = config.outbound.allow.join(", ") || "nothing";
   console.log(`
 agentplane dev is listening on ${base} (data in ${config.dataDir})
 dev client: ${issuer.clientId} / ${issuer.clientSecret}   tenant: dev (the client is its admin)
+outbound: ${allow} allowed, so MCP servers on this machine work as skills (serve allows none unless AGENTPLANE_OUTBOUND_ALLOW says)
 
-Get a token:
+Get a token, then call the REST API (Connect: npx buf curl --schema proto ... ${base}/platform.v1.PlatformService/ListAgents):
   TOKEN=$(curl -s -X POST ${base}/oauth/token -H 'content-type: application/json' -d '${tokenBody}' | node -pe 'JSON.parse(require("fs").readFileSync(0, "utf8")).access_token')
-
-List agents (Connect, with buf curl):
-  npx buf curl --schema proto --header "Authorization: Bearer $TOKEN" --header "X-Platform-Tenant: dev" --data '{}' ${base}/platform.v1.PlatformService/ListAgents
-
-The same over REST:
   curl -s -H "Authorization: Bearer $TOKEN" -H "X-Platform-Tenant: dev" ${base}/api/v1/agents
 
-Sign in as ${DEV_USER} (admin of tenant dev), authorization code + PKCE, no token to paste:
+Send an event to webhook source "dev" (${source.id}):
+  curl -s -X POST ${base}/webhooks/events -H 'content-type: application/json' -H 'X-Webhook-Token: ${source.token}' -d '${event}'
+
+Sign in as ${DEV_USER} (admin of tenant dev) with authorization code + PKCE, no token to paste:
   console:     ${base}/console (public client ${CONSOLE_CLIENT_ID})
-  MCP clients: ${base}/mcp?tenant=dev, e.g. the MCP Inspector (Streamable HTTP); they register
-               themselves, follow the 401 challenge and show a sign-in page with one button
-  metadata:    ${base}/.well-known/oauth-authorization-server
+  MCP clients: ${base}/mcp?tenant=dev (Streamable HTTP), e.g. npx @modelcontextprotocol/inspector;
+               the client registers itself and opens a sign-in page with one button
+Guide: docs/guide/README.md
 `);
 }
