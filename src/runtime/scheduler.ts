@@ -82,7 +82,7 @@ export class Scheduler {
       this.#o.log.debug({ tenant: trigger.tenantId, run: run.id, agent: trigger.agentId, trigger: trigger.id, via: "schedule", slot: new Date(slot).toISOString() }, "run queued");
     if (outcome === "over_quota")
       this.#o.log.warn(
-        { tenant: trigger.tenantId, trigger: trigger.id, slot: new Date(slot).toISOString(), maxQueuedRuns: this.#o.maxQueuedRuns },
+        { triggerId: trigger.id, tenantId: trigger.tenantId, slot: new Date(slot).toISOString(), maxQueuedRuns: this.#o.maxQueuedRuns },
         "schedule slot skipped: the tenant has reached its queued-runs quota (AGENTPLANE_QUOTA_QUEUED_RUNS)",
       );
     return outcome === "fired";
