@@ -29,9 +29,10 @@ const MAX_DEPTH = 8;
 
 // The value with every secret key censored, at any depth. Objects are copied
 // only along a path that held a secret, so a line without one costs a walk.
-// pino's own `redact` does this by path, but its wildcards cost 60-300 µs a
-// line (measured with the secret paths below three levels deep) against 5 µs
-// for this walk, and the access log writes a line per request.
+// pino's own `redact` works by path, and covering these keys one to three
+// levels down takes wildcard paths that cost 60-300 µs a line (measured on an
+// access line) against 5 µs with this walk; the access log writes a line per
+// request.
 export function censor(value: unknown, depth = 0): unknown {
   if (value === null || typeof value !== "object" || depth > MAX_DEPTH) return value;
   if (Array.isArray(value)) {
