@@ -30,6 +30,9 @@ import type { FromThread } from "./runtime/worker-threads.js";
 import { DEFAULT_RETENTION, Retention } from "./runtime/retention.js";
 import { ExpressionSandbox, type SandboxOptions } from "./integrations/expressions/sandbox.js";
 import type { FilterPolicy } from "./service/event-matching.js";
+import { LogThrottle } from "./lib/log-throttle.js";
+import { TenantSlugs } from "./service/tenant-slugs.js";
+import { accessLog } from "./surfaces/access-log.js";
 
 export { DEFAULT_STEP_BUDGET_MS, type RuntimeOptions } from "./runtime/runtime.js";
 
@@ -64,6 +67,8 @@ export interface AppOptions {
   // The browser console's login settings (GET /console/config.json); unset,
   // the console says how to configure them.
   console?: ConsoleSettings;
+  // One line per request (surfaces/access-log.ts); on unless false.
+  accessLog?: boolean;
 }
 
 // Where and how tenant-authored JSONata runs (trigger filters, step arguments).
@@ -71,6 +76,8 @@ export interface ExpressionOptions {
   sandbox?: Partial<Omit<SandboxOptions, "onOverrun" | "onPlaced">>;
   filter?: Partial<FilterPolicy>;
   stepBudgetMs?: number;
+  // How often a trigger's filter failures are logged, at most (a minute).
+  warnEveryMs?: number;
 }
 
 export interface App {
@@ -98,8 +105,8 @@ export async function buildApp(options: AppOptions): Promise<App> {
     // REST and MCP bodies; Connect reads its own (`readMaxBytes`), webhooks
     // set theirs.
     bodyLimit: limits.maxBodyBytes,
-    // Per-request logs would cost more than the requests on the hot paths;
-    // errors are still logged, and metrics count every request.
+    // Fastify's two lines per request (with headers) are replaced by the
+    // access log's one, without them.
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
   });
@@ -120,23 +127,33 @@ export async function buildApp(options: AppOptions): Promise<App> {
     onPlaced: (mode, where) => placed[mode][where].inc(),
   });
   // One warning per trigger per minute, not one per event.
-  const warned = new Map<string, number>();
+  const filterWarnings = new LogThrottle(options.expressions?.warnEveryMs ?? 60_000);
   let execution: Execution | undefined = options.execution;
   const platform = createPlatform({
     ...options,
     skills,
     webhookRate: options.webhook && { perSecond: options.webhook.ratePerSecond, burst: options.webhook.burst },
-    onRunsQueued: () => execution?.wake(),
+    onRunsQueued: (via, runs) => {
+      execution?.wake();
+      // Debug: at info the access line of the request and each run's
+      // "run started" already say it, and ingest may be thousands a second.
+      if (log.isLevelEnabled("debug"))
+        for (const run of runs)
+          log.debug({ tenant: run.tenantId, run: run.id, agent: run.agentId, trigger: run.triggerId ?? undefined, event: run.eventId ?? undefined, via }, "run queued");
+    },
     onRunCancelled: (id) => execution?.cancel(id),
     sandbox,
     filterPolicy: options.expressions?.filter,
     onFilterFailure: (trigger, reason, message) => {
       metrics.filterFailures.inc({ reason });
-      const now = Date.now();
-      if (reason === "suspended" || (warned.get(trigger.id) ?? 0) > now - 60_000) return;
-      if (warned.size > 10_000) warned.clear();
-      warned.set(trigger.id, now);
-      log.warn({ tenant: trigger.tenantId, trigger: trigger.id, reason, error: message }, "trigger filter failed; the event does not match it");
+      const held = filterWarnings.admit(trigger.id);
+      if (held === undefined) return;
+      log.warn(
+        { tenant: trigger.tenantId, trigger: trigger.id, agent: trigger.agentId, reason, error: message.slice(0, 500) || undefined, suppressed: held },
+        reason === "suspended"
+          ? "trigger filter suspended after repeated overruns; events do not match it"
+          : "trigger filter failed; the event does not match it",
+      );
     },
   });
   let runtime: Runtime | undefined;
@@ -153,6 +170,10 @@ export async function buildApp(options: AppOptions): Promise<App> {
     execution = runtime;
   }
   const retention = new Retention({ store: options.store.retention, log, ...(options.retention ?? DEFAULT_RETENTION) });
+  if (options.accessLog ?? true) {
+    const slugs = new TenantSlugs(options.store.tenants);
+    accessLog(server, { log, slugOf: (id) => slugs.peek(id) });
+  }
   metrics.instrument(server);
   metrics.openStreams(() => platform.openStreams());
 

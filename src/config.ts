@@ -37,6 +37,8 @@ export interface Config extends StoreConfig {
   tenantClaim?: string;
   metricsToken?: string;
   logLevel: string;
+  // One log line per HTTP request (AGENTPLANE_ACCESS_LOG=off: none).
+  accessLog: boolean;
   webhookMaxBytes: number;
   webhookRatePerSecond: number;
   webhookBurst: number;
@@ -77,6 +79,14 @@ export class ConfigError extends Error {
 }
 
 type Env = Record<string, string | undefined>;
+
+function onOff(env: Env, name: string, fallback: boolean, problems: string[]): boolean {
+  const v = str(env, name);
+  if (v === undefined) return fallback;
+  if (v === "on" || v === "off") return v === "on";
+  problems.push(`${name} must be on or off, got "${v}"`);
+  return fallback;
+}
 
 function str(env: Env, name: string): string | undefined {
   const v = env[name]?.trim();
@@ -318,6 +328,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     tenantClaim: str(env, "AGENTPLANE_TENANT_CLAIM"),
     metricsToken: str(env, "AGENTPLANE_METRICS_TOKEN"),
     logLevel: str(env, "AGENTPLANE_LOG_LEVEL") ?? "info",
+    accessLog: onOff(env, "AGENTPLANE_ACCESS_LOG", true, problems),
     webhookMaxBytes: int(env, "AGENTPLANE_WEBHOOK_MAX_BYTES", 1024 * 1024, problems),
     webhookRatePerSecond: positiveInt(env, "AGENTPLANE_WEBHOOK_RATE_PER_SECOND", 100, problems),
     webhookBurst: positiveInt(env, "AGENTPLANE_WEBHOOK_BURST", 200, problems),

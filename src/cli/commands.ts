@@ -12,7 +12,7 @@ import { ensureDevWebhookSource } from "./dev-webhook-source.js";
 import { createAuthenticator, type Authenticator } from "../integrations/identity/index.js";
 import { SecretBox } from "../lib/secret-box.js";
 import type { Logger } from "pino";
-import { createLogger } from "../log.js";
+import { createLogger, lineWriter, prettyDestination } from "../log.js";
 import { createPlatform, type Platform } from "../service/platform.js";
 import { createOutboundFetch } from "../integrations/outbound/outbound.js";
 import { createSkillPool } from "../integrations/skill-pool-factory.js";
@@ -124,6 +124,7 @@ function execution(config: Config, logger: Logger, secretKey: string, report: (r
     // One scheduler per process: thread 0's.
     data: (index): ThreadData => ({ config, secretKey, index, scheduler: index === 0 }),
     log: logger,
+    writeLog: lineWriter(logger),
     onReport: report,
   });
   return { execution: threads };
@@ -139,6 +140,7 @@ async function serveWith(config: Config, logger: Logger, authenticator: Authenti
     logger,
     tenantClaim: config.tenantClaim,
     metricsToken: config.metricsToken,
+    accessLog: config.accessLog,
     devIssuer,
     mcp: { publicUrl: config.publicUrl, authorizationServers: config.mcpAuthorizationServers },
     webhook: { maxBytes: config.webhookMaxBytes, ratePerSecond: config.webhookRatePerSecond, burst: config.webhookBurst },
@@ -191,7 +193,9 @@ export async function dev(): Promise<void> {
   const issuer = await DevIssuer.load(config.dataDir, config.publicUrl, config.auth.audience);
   const secretKey = config.secretKey ?? devSecretKey(config.dataDir);
   const secrets = SecretBox.fromBase64(secretKey);
-  const { store } = await serveWith(config, createLogger(config.logLevel), issuer.authenticator(config.auth.clockToleranceSeconds), secretKey, issuer);
+  // Read by a person at a terminal; JSON when piped, as `serve` always is.
+  const logger = createLogger(config.logLevel, process.stdout.isTTY ? await prettyDestination() : undefined);
+  const { store } = await serveWith(config, logger, issuer.authenticator(config.auth.clockToleranceSeconds), secretKey, issuer);
   const platform = createPlatform({
     store,
     secrets,

@@ -22,7 +22,8 @@ const REPORT_EVERY_MS = 1000;
 const { config, secretKey, index, scheduler } = workerData as ThreadData;
 const port = parentPort!;
 const post = (message: FromThread) => port.postMessage(message);
-const log = createLogger(config.logLevel).child({ thread: index });
+// Lines go to the HTTP thread, which writes them with its own (worker-threads.ts).
+const log = createLogger(config.logLevel, { write: (line: string) => post({ type: "log", line }) }).child({ thread: index });
 
 // Expression counts, sent to the HTTP thread's metrics once a second.
 const overruns = new Map<string, number>();

@@ -11,6 +11,7 @@ import { createOutboundFetch, type OutboundOptions } from "../integrations/outbo
 import { createSkillPool } from "../integrations/skill-pool-factory.js";
 import type { SecretBox } from "../lib/secret-box.js";
 import type { Store } from "../store/store.js";
+import { TenantSlugs } from "../service/tenant-slugs.js";
 import { createAgentExecutor } from "./agent-executor.js";
 import type { Executor } from "./executor.js";
 import { Scheduler } from "./scheduler.js";
@@ -98,7 +99,8 @@ export function buildRuntime(options: BuildRuntimeOptions): Runtime {
       stepBudgetMs: options.stepBudgetMs ?? DEFAULT_STEP_BUDGET_MS,
     });
   const { concurrency, leaseMs, maxAttempts } = options;
-  const worker = new Worker({ queue: store.queue, executor, log, concurrency, leaseMs, maxAttempts });
+  const slugs = new TenantSlugs(store.tenants);
+  const worker = new Worker({ queue: store.queue, executor, log, concurrency, leaseMs, maxAttempts, tenantSlug: (id) => slugs.get(id) });
   const scheduler = options.scheduler
     ? new Scheduler({
         store: store.schedules,

@@ -1,7 +1,7 @@
 import { Cron } from "croner";
 import type { Logger } from "pino";
 import { newId } from "../lib/ids.js";
-import type { TriggerRow } from "../store/rows.js";
+import type { RunInsert, TriggerRow } from "../store/rows.js";
 import type { ScheduleStore, StoreSignals } from "../store/store.js";
 
 export interface SchedulerOptions {
@@ -66,7 +66,7 @@ export class Scheduler {
   }
 
   async #fire(trigger: TriggerRow, slot: number, now: number): Promise<boolean> {
-    const outcome = await this.#o.store.fireSlot(trigger.id, slot, {
+    const run: RunInsert = {
       id: newId("run"),
       tenantId: trigger.tenantId,
       agentId: trigger.agentId,
@@ -76,7 +76,10 @@ export class Scheduler {
       steps: [],
       createTime: now,
       updateTime: now,
-    }, this.#o.maxQueuedRuns);
+    };
+    const outcome = await this.#o.store.fireSlot(trigger.id, slot, run, this.#o.maxQueuedRuns);
+    if (outcome === "fired")
+      this.#o.log.debug({ tenant: trigger.tenantId, run: run.id, agent: trigger.agentId, trigger: trigger.id, via: "schedule", slot: new Date(slot).toISOString() }, "run queued");
     if (outcome === "over_quota")
       this.#o.log.warn(
         { triggerId: trigger.id, tenantId: trigger.tenantId, slot: new Date(slot).toISOString(), maxQueuedRuns: this.#o.maxQueuedRuns },

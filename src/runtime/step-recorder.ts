@@ -1,4 +1,5 @@
 import type { Logger } from "pino";
+import { errorKind } from "../lib/error-kind.js";
 import type { RunRow, RunStepRecord, StepCallAttempt } from "../store/rows.js";
 import type { RunQueue } from "../store/store.js";
 import type { StepHandle, StepStart } from "./executor.js";
@@ -18,6 +19,7 @@ export interface StepRecorderOptions {
   queue: RunQueue;
   owner: string;
   run: RunRow;
+  // Bound to the run's ids: a failed step and a failed write are logged.
   log: Logger;
   now: () => number;
 }
@@ -65,6 +67,7 @@ export class StepRecorder {
     return {
       failed: (error, delayMs) => {
         if (!open()) return;
+        this.#o.log.debug({ ...this.#about(step), kind: errorKind(error), error, retryInMs: delayMs }, "run step try failed; retrying");
         const t = this.#o.now();
         current.endTime = t;
         current.error = error;
@@ -78,6 +81,7 @@ export class StepRecorder {
       end: (outcome) => {
         if (!open()) return;
         complete(step, this.#o.now(), outcome);
+        if (outcome.error) this.#o.log.info({ ...this.#about(step), kind: errorKind(outcome.error), error: outcome.error }, "run step failed");
         this.#save();
       },
     };
@@ -96,6 +100,11 @@ export class StepRecorder {
     await this.#writing;
   }
 
+  // A step as its log lines name it: its place in the run and what it called.
+  #about(step: RunStepRecord) {
+    return { attempt: step.attempt, step: this.steps.indexOf(step), stepKind: step.kind, skill: step.skillId || undefined, tool: step.tool };
+  }
+
   #save(): void {
     if (this.#closed) return;
     if (this.#writing) {
@@ -108,7 +117,7 @@ export class StepRecorder {
       .recordSteps(owner, run.id, this.steps, now())
       .then(
         () => {},
-        (err: unknown) => log.warn({ err, run: run.id }, "recording a run step failed"),
+        (err: unknown) => log.warn({ err }, "recording a run step failed"),
       )
       .finally(() => {
         this.#writing = undefined;

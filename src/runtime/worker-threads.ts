@@ -10,10 +10,11 @@ import type { Execution } from "./runtime.js";
 // From the HTTP thread to a runtime thread.
 export type ToThread = { type: "wake" } | { type: "cancel"; runId: string } | { type: "stop"; graceMs: number };
 
-// From a runtime thread: it queued runs (schedule slots), or the counts of
-// its expression evaluations since its last report (for metrics).
+// From a runtime thread: it queued runs (schedule slots), the counts of its
+// expression evaluations since its last report (for metrics), or a log line.
 export type FromThread =
   | { type: "runsQueued" }
+  | { type: "log"; line: string }
   | { type: "expressions"; overruns: [use: string, reason: string, n: number][]; placed: [use: string, where: string, n: number][] };
 
 export interface WorkerThreadsOptions {
@@ -22,6 +23,9 @@ export interface WorkerThreadsOptions {
   threads: number;
   data(index: number): unknown;
   log: Logger;
+  // Writes a thread's log line, serialized and censored there, where this
+  // thread's lines go: one writer, whole lines, the same format.
+  writeLog?(line: string): void;
   onReport?(report: Extract<FromThread, { type: "expressions" }>): void;
   // Wait before a thread that died is started again.
   restartDelayMs?: number;
@@ -84,6 +88,7 @@ export class WorkerThreads implements Execution {
     this.#threads[index] = thread;
     thread.on("message", (message: FromThread) => {
       if (message.type === "runsQueued") this.wake();
+      else if (message.type === "log") this.#o.writeLog?.(message.line);
       else this.#o.onReport?.(message);
     });
     thread.on("error", (err) => log.error({ err, thread: index }, "runtime thread failed"));

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { Logger } from "pino";
+import { errorKind } from "../lib/error-kind.js";
 import { pause } from "../lib/pause.js";
 import type { RunQueue, StoreSignals } from "../store/store.js";
 import type { ExecutionResult, Executor } from "./executor.js";
@@ -21,6 +22,8 @@ export interface WorkerOptions {
   // signal. In-process queueing calls wake().
   idlePollMs?: number;
   now?: () => number;
+  // A tenant's slug for the run lines (cached; undefined when unknown).
+  tenantSlug?: (tenantId: string) => Promise<string | undefined>;
 }
 
 const FINISH_RETRY_FIRST_MS = 100;
@@ -33,7 +36,7 @@ export class Worker {
   // Names the host and process, so that step records and lease owners tell
   // replicas apart.
   readonly owner = `worker-${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
-  readonly #o: Required<Omit<WorkerOptions, "signals">> & Pick<WorkerOptions, "signals">;
+  readonly #o: Required<Omit<WorkerOptions, "signals" | "tenantSlug">> & Pick<WorkerOptions, "signals" | "tenantSlug">;
   #unsubscribe: (() => void)[] = [];
   readonly #active = new Map<string, { controller: AbortController; done: Promise<void> }>();
   #timer?: NodeJS.Timeout;
@@ -136,7 +139,18 @@ export class Worker {
   }
 
   async #execute(run: Parameters<Executor["execute"]>[0], controller: AbortController): Promise<void> {
-    const { queue, executor, log, now } = this.#o;
+    const { queue, executor, now } = this.#o;
+    // Every line of this run carries its ids; the thread's logger adds the thread.
+    const log = this.#o.log.child({
+      tenant: run.tenantId,
+      tenantSlug: await this.#o.tenantSlug?.(run.tenantId),
+      run: run.id,
+      agent: run.agentId,
+      trigger: run.triggerId ?? undefined,
+      event: run.eventId ?? undefined,
+    });
+    const started = now();
+    log.info({ attempt: run.attempt, worker: this.owner }, "run started");
     const recorder = new StepRecorder({ queue, owner: this.owner, run, log, now });
     let result: ExecutionResult;
     try {
@@ -151,10 +165,14 @@ export class Worker {
     // it neither sits in `running` forever nor runs a second time.
     for (let attempt = 0; !controller.signal.aborted; attempt++) {
       try {
-        if (!(await queue.finish(this.owner, run.id, outcome, now()))) log.warn({ run: run.id }, "run ended after it was cancelled or its lease was lost");
+        const ended = { status: result.status, attempts: run.attempt, durationMs: now() - started };
+        const failure = result.status === "succeeded" ? {} : { kind: errorKind(result.error), error: result.error };
+        if (!(await queue.finish(this.owner, run.id, outcome, now()))) log.warn({ ...ended, ...failure }, "run ended after it was cancelled or its lease was lost");
+        else if (result.status === "succeeded") log.info(ended, "run finished");
+        else log.warn({ ...ended, ...failure }, "run finished");
         return;
       } catch (err) {
-        if (attempt === 0) log.error({ err, run: run.id }, "recording a run outcome failed; retrying until the store takes it");
+        if (attempt === 0) log.error({ err }, "recording a run outcome failed; retrying until the store takes it");
         await pause(Math.min(FINISH_RETRY_MAX_MS, FINISH_RETRY_FIRST_MS * 2 ** attempt), controller.signal);
       }
     }

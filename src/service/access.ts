@@ -19,6 +19,8 @@ export interface CallerInput {
   tenant?: string;
   // Name of an organization header the caller sent (X-Org-ID, X-Organization-ID).
   orgHeader?: string;
+  // Told the tenant once the caller is authorized in it (the access log names it).
+  onTenant?(tenant: { id: string; slug: string }): void;
 }
 
 export interface CallContext {

@@ -163,14 +163,10 @@ export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonM
       if (nestsDeeperThan(json, jsonMaxDepth)) throw invalidArgument("input", `must not nest deeper than ${jsonMaxDepth} levels`);
       const t = now();
       const runId = newId("run");
-      const queued = await store.queue
-        .insertMany(
-          [{ id: runId, tenantId: tenant.id, agentId: agent.id, input: json, status: "queued", steps: [], createTime: t, updateTime: t }],
-          quotas.queuedRuns,
-        )
-        .catch(fromStoreError);
+      const rows = [{ id: runId, tenantId: tenant.id, agentId: agent.id, input: json, status: "queued" as const, steps: [], createTime: t, updateTime: t }];
+      const queued = await store.queue.insertMany(rows, quotas.queuedRuns).catch(fromStoreError);
       if (!queued) throw quotaError(tenant.slug, quotas, "queuedRuns");
-      onRunsQueued();
+      onRunsQueued("run_agent", rows);
       const run = await store.runs.get(tenant.id, runId).catch(fromStoreError);
       if (!run) throw notFound("run", runId);
       return { run: { ...runMessage(run), tenant: tenant.slug } };

@@ -73,7 +73,7 @@ export function eventHandlers({ store, matcher, lookups, now, onRunsQueued, quot
       }));
       if (!(await store.queue.insertMany(rows, quotas.queuedRuns).catch(fromStoreError)))
         throw quotaError(tenant.slug, quotas, "queuedRuns");
-      if (rows.length) onRunsQueued();
+      if (rows.length) onRunsQueued("replay", rows);
       const runIds = await store.runs.idsForEvent(tenant.id, event.id).catch(fromStoreError);
       const runs = await Promise.all(rows.map((r) => store.runs.get(tenant.id, r.id)));
       return {

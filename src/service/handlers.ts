@@ -33,6 +33,16 @@ export type StreamHandler<K extends StreamMethodName> = (
 export type PlatformHandlers = { [K in MethodName]: Handler<K> };
 export type PlatformStreamHandlers = { [K in StreamMethodName]: StreamHandler<K> };
 
+// Runs just committed as queued, and how they came.
+export interface QueuedRun {
+  id: string;
+  tenantId: string;
+  agentId: string;
+  triggerId?: string | null;
+  eventId?: string | null;
+}
+export type RunsQueued = (via: "webhook" | "run_agent" | "replay", runs: QueuedRun[]) => void;
+
 export interface ServiceDeps {
   store: Store;
   secrets: SecretBox;
@@ -41,8 +51,8 @@ export interface ServiceDeps {
   lookups: WebhookLookups;
   // Connections to customer MCP servers.
   skills: SkillPool;
-  // Runs were committed to the queue: wake the workers.
-  onRunsQueued: () => void;
+  // Runs were committed to the queue: wake the workers, log them.
+  onRunsQueued: RunsQueued;
   // A run was cancelled: stop it now if it is executing here.
   onRunCancelled: (runId: string) => void;
   quotas: Quotas;

@@ -13,7 +13,7 @@ import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 import { createWebhookIngestion } from "./webhooks.js";
 import { agentHandlers } from "./agents.js";
 import { eventHandlers } from "./events.js";
-import type { Handler, PlatformHandlers, PlatformStreamHandlers, ServiceDeps } from "./handlers.js";
+import type { Handler, PlatformHandlers, PlatformStreamHandlers, RunsQueued, ServiceDeps } from "./handlers.js";
 import { memberHandlers } from "./members.js";
 import { membershipHandlers } from "./memberships.js";
 import { runHandlers } from "./runs.js";
@@ -32,7 +32,7 @@ export interface PlatformOptions {
   tenantClaim?: string;
   now?: () => number;
   webhookRate?: { perSecond: number; burst: number };
-  onRunsQueued?: () => void;
+  onRunsQueued?: RunsQueued;
   onRunCancelled?: (runId: string) => void;
   skills: SkillPool;
   // Where tenant-authored expressions run, and the budget of trigger filters.
@@ -44,6 +44,11 @@ export interface PlatformOptions {
   jsonMaxDepth?: number;
   // Bounds of the Watch… streams.
   streams?: Partial<StreamLimits>;
+}
+
+function told<C extends { tenant?: { id: string; slug: string } }>(caller: CallerInput, call: C): C {
+  if (call.tenant) caller.onTenant?.(call.tenant);
+  return call;
 }
 
 // The one implementation every surface calls: authorize by the method's
@@ -60,7 +65,7 @@ export function createPlatform(options: PlatformOptions) {
   });
   const lookups = new WebhookLookups(store);
   // Late-bound: the worker that listens is created after the platform.
-  const onRunsQueued = () => options.onRunsQueued?.();
+  const onRunsQueued: RunsQueued = (via, runs) => options.onRunsQueued?.(via, runs);
   const quotas = options.quotas ?? DEFAULT_QUOTAS;
   const jsonMaxDepth = options.jsonMaxDepth ?? DEFAULT_JSON_MAX_DEPTH;
   const access = createAccess(options);
@@ -127,12 +132,14 @@ export function createPlatform(options: PlatformOptions) {
         return handler(request, { principal, surface: "api", tenant: row && { id: row.id, slug: row.slug }, role: "admin" });
       });
     },
-    standing: access.standing,
+    async standing(caller: CallerInput, surface: Surface) {
+      return told(caller, await access.standing(caller, surface));
+    },
     allows: access.allows,
     // Untyped entry for surfaces that dispatch by descriptor (REST, MCP); the
     // request is a message of `method.input`, built by the surface.
     async invoke(method: DescMethod, request: unknown, caller: CallerInput, surface: Surface): Promise<unknown> {
-      const call = await access.authorize(method, caller, surface);
+      const call = told(caller, await access.authorize(method, caller, surface));
       const handler = handlers[method.localName as keyof PlatformHandlers] as (req: unknown, c: typeof call) => Promise<unknown>;
       return handler(request, call);
     },
@@ -140,7 +147,7 @@ export function createPlatform(options: PlatformOptions) {
     // (before the first message), then the handler's messages until it ends
     // or `signal` aborts (the caller went away).
     async *stream(method: DescMethod, request: unknown, caller: CallerInput, signal: AbortSignal): AsyncGenerator<unknown> {
-      const call = await access.authorize(method, caller, "api");
+      const call = told(caller, await access.authorize(method, caller, "api"));
       const handler = streamHandlers[method.localName as keyof PlatformStreamHandlers] as (
         req: unknown,
         c: typeof call,

@@ -5,6 +5,7 @@ import type { WebhookSourceRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import { fromStoreError, invalidArgument } from "./errors.js";
 import type { EventMatcher } from "./event-matching.js";
+import type { RunsQueued } from "./handlers.js";
 import { checkEventType } from "./event-pattern.js";
 import { nestsDeeperThan } from "./json-depth.js";
 import type { WebhookLookups } from "./lookup-cache.js";
@@ -26,7 +27,7 @@ export interface WebhookOptions {
   burst: number;
   now?: () => number;
   // Called after runs were committed, so workers wake without polling.
-  onRunsQueued?: () => void;
+  onRunsQueued?: RunsQueued;
   // Deepest nesting of a payload.
   maxDepth?: number;
   // Most queued runs per tenant; an event whose runs would pass it is refused.
@@ -101,6 +102,17 @@ export function createWebhookIngestion(options: WebhookOptions) {
         if (queued + matched.length > maxQueuedRuns) throw await overQuota(source.tenantId);
       }
       const eventId = newId("evt");
+      const runs = matched.map((m) => ({
+        id: newId("run"),
+        tenantId: source.tenantId,
+        agentId: m.agentId,
+        triggerId: m.id,
+        eventId,
+        status: "queued" as const,
+        steps: [],
+        createTime: t,
+        updateTime: t,
+      }));
       const result = await store.webhooks
         .ingest(
           {
@@ -116,17 +128,7 @@ export function createWebhookIngestion(options: WebhookOptions) {
               createTime: t,
               updateTime: t,
             },
-            runs: matched.map((m) => ({
-              id: newId("run"),
-              tenantId: source.tenantId,
-              agentId: m.agentId,
-              triggerId: m.id,
-              eventId,
-              status: "queued" as const,
-              steps: [],
-              createTime: t,
-              updateTime: t,
-            })),
+            runs,
           },
           IDEMPOTENCY_WINDOW_MS,
         )
@@ -134,7 +136,7 @@ export function createWebhookIngestion(options: WebhookOptions) {
       if (result.duplicate) return { status: 200, body: { event_id: result.eventId, duplicate: true } };
       if (matched.length) {
         queuedRuns.added(source.tenantId, matched.length);
-        options.onRunsQueued?.();
+        options.onRunsQueued?.("webhook", runs);
       }
       return { status: 202, body: { event_id: result.eventId, matched_triggers: matched.length } };
     },

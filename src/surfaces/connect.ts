@@ -1,7 +1,7 @@
 import type { DescMethod } from "@bufbuild/protobuf";
-import { Code, ConnectError, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, createContextKey, createContextValues, type ConnectRouter, type ContextValues, type Interceptor } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
-import type { FastifyBaseLogger, FastifyInstance } from "fastify";
+import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from "fastify";
 import type { Platform } from "../service/platform.js";
 import { callerFromHeaders } from "./caller.js";
 
@@ -48,6 +48,9 @@ function hideInternalErrors(log: FastifyBaseLogger): Interceptor {
   };
 }
 
+// The request a call came in, for its access log line.
+const FASTIFY_REQUEST = createContextKey<FastifyRequest | undefined>(undefined);
+
 // Every PlatformService method, generated-code-first: each handler hands the
 // request message and the caller's headers to the platform (a server stream
 // also its abort signal). The message is
@@ -56,10 +59,10 @@ function hideInternalErrors(log: FastifyBaseLogger): Interceptor {
 // gets `resource_exhausted` and the connection closes.
 export async function connectSurface(app: FastifyInstance, opts: { platform: Platform; readMaxBytes: number }): Promise<void> {
   const { platform } = opts;
-  type Context = { requestHeader: Headers; signal: AbortSignal };
+  type Context = { requestHeader: Headers; signal: AbortSignal; values: ContextValues };
   const impl: Record<string, (req: unknown, ctx: Context) => Promise<unknown> | AsyncIterable<unknown>> = {};
   for (const method of platform.service.methods as DescMethod[]) {
-    const caller = (ctx: Context) => callerFromHeaders((name) => ctx.requestHeader.get(name));
+    const caller = (ctx: Context) => callerFromHeaders((name) => ctx.requestHeader.get(name), undefined, ctx.values.get(FASTIFY_REQUEST));
     // Server streams (Watch…): `ctx.signal` aborts when the caller goes away.
     impl[method.localName] =
       method.methodKind === "unary"
@@ -71,6 +74,7 @@ export async function connectSurface(app: FastifyInstance, opts: { platform: Pla
       router.service(platform.service, impl as never); // `impl` is keyed by the descriptor's own method names
     },
     interceptors: [hideInternalErrors(app.log)],
+    contextValues: (req) => createContextValues().set(FASTIFY_REQUEST, req),
     readMaxBytes: opts.readMaxBytes,
   });
 }

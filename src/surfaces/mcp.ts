@@ -64,7 +64,7 @@ export async function mcpSurface(app: FastifyInstance, options: McpSurfaceOption
 
   app.post("/mcp", async (req, reply) => {
     const query = req.query as { tenant?: string };
-    const input: CallerInput = callerFromHeaders(nodeHeaderGetter(req.headers), query.tenant || undefined);
+    const input: CallerInput = callerFromHeaders(nodeHeaderGetter(req.headers), query.tenant || undefined, req);
     let call: CallContext;
     try {
       call = await platform.standing(input, "mcp");

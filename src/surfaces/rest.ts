@@ -77,7 +77,7 @@ export async function restSurface(app: FastifyInstance, opts: { platform: Platfo
       handler: async (req, reply) => {
         try {
           const message = parseRequest(route.method, requestJson(route, req));
-          const result = await platform.invoke(route.method, message, callerFromHeaders(nodeHeaderGetter(req.headers)), "api");
+          const result = await platform.invoke(route.method, message, callerFromHeaders(nodeHeaderGetter(req.headers), undefined, req), "api");
           const output = toJson(route.method.output, create(route.method.output, result as never)); // `result` is the handler's init shape for this output
           return reply.status(route.successStatus).send(output);
         } catch (err) {

@@ -3,6 +3,7 @@ import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-con
 import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
 import type { WebhookSourceRow } from "../store/rows.js";
 import type { WebhookIngestion } from "../service/webhooks.js";
+import { noteTenant } from "./access-log.js";
 
 export interface WebhookSurfaceOptions {
   ingestion: WebhookIngestion;
@@ -48,7 +49,9 @@ export async function webhookSurface(app: FastifyInstance, { ingestion, maxBytes
 
   app.addHook("onRequest", async (req) => {
     const token = req.headers["x-webhook-token"];
-    sources.set(req, await ingestion.authenticate(Array.isArray(token) ? token[0] : token));
+    const source = await ingestion.authenticate(Array.isArray(token) ? token[0] : token);
+    sources.set(req, source);
+    noteTenant(req, { id: source.tenantId });
   });
 
   app.post("/webhooks/events", { bodyLimit: maxBytes }, async (req, reply) => {

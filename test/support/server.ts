@@ -14,6 +14,7 @@ import type { Authenticator } from "../../src/integrations/identity/index.js";
 import { DevIssuer } from "../../src/integrations/identity/dev-issuer.js";
 import { SecretBox } from "../../src/lib/secret-box.js";
 import { createLogger } from "../../src/log.js";
+import type { Logger } from "pino";
 import { createPostgresStore } from "../../src/store/postgres/store.js";
 import { createSqliteStore } from "../../src/store/sqlite/store.js";
 import type { Store } from "../../src/store/store.js";
@@ -70,6 +71,11 @@ export interface TestServerOptions {
   // would open it (it stays until its own server closes).
   databaseUrl?: string;
   streams?: AppOptions["streams"];
+  // Where the app logs (a logger over a capturing stream); silent unless
+  // TEST_LOG_LEVEL says otherwise.
+  logger?: Logger;
+  // false: no access log line per request (`AGENTPLANE_ACCESS_LOG=off`).
+  accessLog?: boolean;
 }
 
 export async function startServer(options: TestServerOptions): Promise<TestServer> {
@@ -90,7 +96,8 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     secrets: new SecretBox(randomBytes(32)),
     authenticator,
     devIssuer,
-    logger: createLogger(process.env.TEST_LOG_LEVEL ?? "silent"),
+    logger: options.logger ?? createLogger(process.env.TEST_LOG_LEVEL ?? "silent"),
+    accessLog: options.accessLog,
     tenantClaim: options.tenantClaim,
     metricsToken: options.metricsToken,
     webhook: options.webhook,
