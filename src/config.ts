@@ -36,6 +36,8 @@ export interface Config extends StoreConfig {
   // name must equal the selected tenant slug.
   tenantClaim?: string;
   metricsToken?: string;
+  // A `tenant` label (the slug) on the tenant-scoped metrics.
+  metricsTenantLabel: boolean;
   logLevel: string;
   webhookMaxBytes: number;
   webhookRatePerSecond: number;
@@ -98,6 +100,13 @@ function positiveInt(env: Env, name: string, fallback: number, problems: string[
   const n = int(env, name, fallback, problems);
   if (n < 1) problems.push(`${name} must be at least 1, got "${str(env, name)}"`);
   return n;
+}
+
+function onOff(env: Env, name: string, fallback: boolean, problems: string[]): boolean {
+  const v = str(env, name);
+  if (v === undefined) return fallback;
+  if (v !== "on" && v !== "off") problems.push(`${name} must be on or off, got "${v}"`);
+  return v === "on";
 }
 
 function required(env: Env, name: string, why: string, problems: string[]): string {
@@ -312,6 +321,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     auth,
     tenantClaim: str(env, "AGENTPLANE_TENANT_CLAIM"),
     metricsToken: str(env, "AGENTPLANE_METRICS_TOKEN"),
+    metricsTenantLabel: onOff(env, "AGENTPLANE_METRICS_TENANT_LABEL", false, problems),
     logLevel: str(env, "AGENTPLANE_LOG_LEVEL") ?? "info",
     webhookMaxBytes: int(env, "AGENTPLANE_WEBHOOK_MAX_BYTES", 1024 * 1024, problems),
     webhookRatePerSecond: positiveInt(env, "AGENTPLANE_WEBHOOK_RATE_PER_SECOND", 100, problems),

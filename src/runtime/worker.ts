@@ -1,8 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { Logger } from "pino";
+import { NO_OBSERVER, type Observer } from "../lib/observer.js";
 import { pause } from "../lib/pause.js";
 import type { RunQueue, StoreSignals } from "../store/store.js";
+import { errorKindOf } from "./error-kinds.js";
 import type { ExecutionResult, Executor } from "./executor.js";
 import { StepRecorder } from "./step-recorder.js";
 
@@ -21,6 +23,8 @@ export interface WorkerOptions {
   // signal. In-process queueing calls wake().
   idlePollMs?: number;
   now?: () => number;
+  // Told of every run attempt whose outcome was recorded (metrics).
+  observer?: Observer;
 }
 
 const FINISH_RETRY_FIRST_MS = 100;
@@ -43,7 +47,7 @@ export class Worker {
   #stopped = true;
 
   constructor(options: WorkerOptions) {
-    this.#o = { idlePollMs: 5000, now: Date.now, ...options };
+    this.#o = { idlePollMs: 5000, now: Date.now, observer: NO_OBSERVER, ...options };
   }
 
   start(): void {
@@ -138,12 +142,14 @@ export class Worker {
   async #execute(run: Parameters<Executor["execute"]>[0], controller: AbortController): Promise<void> {
     const { queue, executor, log, now } = this.#o;
     const recorder = new StepRecorder({ queue, owner: this.owner, run, log, now });
+    const started = performance.now();
     let result: ExecutionResult;
     try {
       result = await executor.execute(run, { signal: controller.signal, startStep: (step) => recorder.start(step) });
     } catch (err) {
       result = { status: "failed", error: (err as Error).message };
     }
+    const seconds = (performance.now() - started) / 1000;
     await recorder.close(result.status === "succeeded" ? "the run ended before the step did" : result.error);
     const outcome = { ...result, output: result.status === "succeeded" ? result.output : undefined, error: result.status === "succeeded" ? "" : result.error, steps: recorder.steps };
     // The outcome is retried until the store takes it (a full disk, a lock):
@@ -151,7 +157,9 @@ export class Worker {
     // it neither sits in `running` forever nor runs a second time.
     for (let attempt = 0; !controller.signal.aborted; attempt++) {
       try {
-        if (!(await queue.finish(this.owner, run.id, outcome, now()))) log.warn({ run: run.id }, "run ended after it was cancelled or its lease was lost");
+        if (await queue.finish(this.owner, run.id, outcome, now()))
+          this.#o.observer.runFinished(run.tenantId, result.status, errorKindOf(result), seconds);
+        else log.warn({ run: run.id }, "run ended after it was cancelled or its lease was lost");
         return;
       } catch (err) {
         if (attempt === 0) log.error({ err, run: run.id }, "recording a run outcome failed; retrying until the store takes it");

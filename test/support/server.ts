@@ -70,6 +70,8 @@ export interface TestServerOptions {
   // would open it (it stays until its own server closes).
   databaseUrl?: string;
   streams?: AppOptions["streams"];
+  // Metrics built by the test (to hand their observer to its authenticator).
+  metrics?: AppOptions["metrics"];
 }
 
 export async function startServer(options: TestServerOptions): Promise<TestServer> {
@@ -101,6 +103,7 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     http: { ...DEFAULT_HTTP_LIMITS, ...options.http },
     console: options.console,
     streams: options.streams,
+    metrics: options.metrics,
     mcp: { publicUrl: url, authorizationServers: options.mcpAuthorizationServers ?? (devIssuer ? [url] : []) },
     runtime: options.runtime && {
       concurrency: 4,
