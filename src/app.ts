@@ -3,7 +3,7 @@ import type { Logger } from "pino";
 import type { DevIssuer } from "./integrations/identity/dev-issuer.js";
 import type { Authenticator } from "./integrations/identity/index.js";
 import type { SecretBox } from "./lib/secret-box.js";
-import { createMetrics } from "./metrics.js";
+import { createMetrics, type Metrics } from "./metrics.js";
 import { DEFAULT_QUOTAS, type Quotas } from "./service/limits.js";
 import { createPlatform, type Platform } from "./service/platform.js";
 import type { StreamLimits } from "./service/streams.js";
@@ -26,7 +26,6 @@ import { webhookSurface } from "./surfaces/webhooks.js";
 import type { Scheduler } from "./runtime/scheduler.js";
 import type { Worker } from "./runtime/worker.js";
 import { buildRuntime, type Execution, type Runtime, type RuntimeOptions } from "./runtime/runtime.js";
-import type { FromThread } from "./runtime/worker-threads.js";
 import { DEFAULT_RETENTION, Retention } from "./runtime/retention.js";
 import { ExpressionSandbox, type SandboxOptions } from "./integrations/expressions/sandbox.js";
 import type { FilterPolicy } from "./service/event-matching.js";
@@ -69,6 +68,9 @@ export interface AppOptions {
   console?: ConsoleSettings;
   // One line per request (surfaces/access-log.ts); on unless false.
   accessLog?: boolean;
+  // Built by the caller when something made before the app reports to it
+  // (the authenticator); a fresh one without a tenant label otherwise.
+  metrics?: Metrics;
 }
 
 // Where and how tenant-authored JSONata runs (trigger filters, step arguments).
@@ -86,8 +88,6 @@ export interface App {
   skills: SkillPool;
   worker?: Worker;
   scheduler?: Scheduler;
-  // Counts what runtime threads report of their expression evaluations.
-  countExpressions(report: Extract<FromThread, { type: "expressions" }>): void;
   // Starts the worker and scheduler (after listen).
   start(): void;
   // Stops accepting, finishes or releases in-flight runs; the store stays open.
@@ -114,17 +114,14 @@ export async function buildApp(options: AppOptions): Promise<App> {
   // One guard for everything the service fetches on a tenant's behalf.
   const outbound = options.outbound ?? DEFAULT_OUTBOUND;
   const guardedFetch = createOutboundFetch(outbound);
-  const skills = createSkillPool(guardedFetch, outbound);
-  const metrics = createMetrics();
-  // Bound once: this counts every evaluation on the webhook path.
-  const placed = {
-    filter: { inline: metrics.expressionEvaluations.labels("filter", "inline"), sandbox: metrics.expressionEvaluations.labels("filter", "sandbox") },
-    value: { inline: metrics.expressionEvaluations.labels("step", "inline"), sandbox: metrics.expressionEvaluations.labels("step", "sandbox") },
-  };
+  const metrics = options.metrics ?? createMetrics();
+  const { observer } = metrics;
+  const skills = createSkillPool(guardedFetch, outbound, observer);
+  const use = (mode: string) => (mode === "filter" ? "filter" : "step");
   const sandbox = new ExpressionSandbox({
     ...options.expressions?.sandbox,
-    onOverrun: (mode, reason) => metrics.expressionOverruns.inc({ use: mode === "filter" ? "filter" : "step", reason }),
-    onPlaced: (mode, where) => placed[mode][where].inc(),
+    onOverrun: (mode, reason) => observer.expressionOverrun(use(mode), reason),
+    onPlaced: (mode, where) => observer.expressionPlaced(use(mode), where),
   });
   // One warning per trigger per minute, not one per event.
   const filterWarnings = new LogThrottle(options.expressions?.warnEveryMs ?? 60_000);
@@ -166,6 +163,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
       tools: { fetch: guardedFetch, skills, sandbox },
       stepBudgetMs: options.expressions?.stepBudgetMs,
       maxQueuedRuns: (options.quotas ?? DEFAULT_QUOTAS).queuedRuns,
+      observer,
     });
     execution = runtime;
   }
@@ -176,8 +174,11 @@ export async function buildApp(options: AppOptions): Promise<App> {
   }
   metrics.instrument(server);
   metrics.openStreams(() => platform.openStreams());
+  metrics.readStore(options.store);
+  const snapshots = execution?.metricSnapshots?.bind(execution);
+  if (snapshots) metrics.fromThreads(snapshots);
 
-  await server.register(healthSurface, { store: options.store, registry: metrics.registry, metricsToken: options.metricsToken });
+  await server.register(healthSurface, { store: options.store, exposition: metrics.exposition, metricsToken: options.metricsToken });
   const api = (options.surfaces ?? "all") === "all";
   if (api) {
     await server.register(connectSurface, { platform, readMaxBytes: limits.maxBodyBytes });
@@ -188,7 +189,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
       authorizationServers: options.mcp?.authorizationServers ?? [],
       version: VERSION,
     });
-    await server.register(webhookSurface, { ingestion: platform.webhooks, maxBytes: options.webhook?.maxBytes ?? 1024 * 1024 });
+    await server.register(webhookSurface, { ingestion: platform.webhooks, maxBytes: options.webhook?.maxBytes ?? 1024 * 1024, observer });
     if (options.devIssuer) await server.register(devIssuerSurface, { issuer: options.devIssuer });
     await server.register(consoleSurface, {
       settings: options.console ?? { issuer: "", clientId: "", audience: "", scopes: "" },
@@ -201,10 +202,6 @@ export async function buildApp(options: AppOptions): Promise<App> {
     skills,
     worker: runtime?.worker,
     scheduler: runtime?.scheduler,
-    countExpressions(report) {
-      for (const [use, reason, n] of report.overruns) metrics.expressionOverruns.inc({ use, reason }, n);
-      for (const [use, where, n] of report.placed) metrics.expressionEvaluations.inc({ use, where }, n);
-    },
     start() {
       // Trigger filters (API) and step arguments (a runtime here) evaluate in it.
       if (api || runtime) sandbox.warm();

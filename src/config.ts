@@ -36,6 +36,8 @@ export interface Config extends StoreConfig {
   // name must equal the selected tenant slug.
   tenantClaim?: string;
   metricsToken?: string;
+  // A `tenant` label (the slug) on the tenant-scoped metrics.
+  metricsTenantLabel: boolean;
   logLevel: string;
   // One log line per HTTP request (AGENTPLANE_ACCESS_LOG=off: none).
   accessLog: boolean;
@@ -327,6 +329,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     auth,
     tenantClaim: str(env, "AGENTPLANE_TENANT_CLAIM"),
     metricsToken: str(env, "AGENTPLANE_METRICS_TOKEN"),
+    metricsTenantLabel: onOff(env, "AGENTPLANE_METRICS_TENANT_LABEL", false, problems),
     logLevel: str(env, "AGENTPLANE_LOG_LEVEL") ?? "info",
     accessLog: onOff(env, "AGENTPLANE_ACCESS_LOG", true, problems),
     webhookMaxBytes: int(env, "AGENTPLANE_WEBHOOK_MAX_BYTES", 1024 * 1024, problems),

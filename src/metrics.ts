@@ -1,7 +1,29 @@
 import type { FastifyInstance } from "fastify";
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type MetricObjectWithValues, type MetricValue } from "prom-client";
+import { createDomainMetrics } from "./domain-metrics.js";
+import type { Observer } from "./lib/observer.js";
+import type { Store } from "./store/store.js";
 
-export function createMetrics() {
+type Snapshot = MetricObjectWithValues<MetricValue<string>>[];
+
+export interface MetricsOptions {
+  // A `tenant` label (the slug) on the tenant-scoped series.
+  tenantLabel?: boolean;
+  // How long the queue's depth and age are reused between scrapes.
+  queueCacheMs?: number;
+}
+
+const QUEUE_CACHE_MS = 5_000;
+// Tenant slugs kept for relabelling; past this many the map starts again.
+const MAX_SLUGS = 100_000;
+
+export type Metrics = ReturnType<typeof createMetrics>;
+
+// Two registries: this thread's own series (process, HTTP, streams, filter
+// failures), and the domain series, which the runtime threads also keep and
+// which are summed with theirs when scraped.
+export function createMetrics(options: MetricsOptions = {}) {
+  const tenantLabel = options.tenantLabel ?? false;
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "agentplane_" });
   const duration = new Histogram({
@@ -17,30 +39,28 @@ export function createMetrics() {
     labelNames: ["method", "route", "status"] as const,
     registers: [registry],
   });
-  // Tenant-authored expressions cut off by their budget or limits, by use
-  // (trigger filter or step arguments) and reason.
-  const expressionOverruns = new Counter({
-    name: "agentplane_expression_overruns_total",
-    help: "Tenant expressions stopped by their time budget, depth, size or memory limit",
-    labelNames: ["use", "reason"] as const,
-    registers: [registry],
-  });
-  const expressionEvaluations = new Counter({
-    name: "agentplane_expression_evaluations_total",
-    help: "Tenant expressions evaluated, by use and where: inline (bounded, within the tenant's share of the service thread) or in a sandbox process",
-    labelNames: ["use", "where"] as const,
-    registers: [registry],
-  });
   const filterFailures = new Counter({
     name: "agentplane_trigger_filter_failures_total",
     help: "Trigger filter evaluations that did not match because the filter failed or was suspended",
     labelNames: ["reason"] as const,
     registers: [registry],
   });
+  const domain = new Registry();
+  const observer: Observer = createDomainMetrics(domain, tenantLabel);
+  let threads: () => Promise<unknown[]> = () => Promise.resolve([]);
+  let slugs: ((ids: string[]) => Promise<Map<string, string>>) | undefined;
+
+  // The domain series of this thread and every runtime thread, tenant ids
+  // turned into slugs.
+  async function domainExposition(): Promise<string> {
+    const all = [await domain.getMetricsAsJSON(), ...((await threads()) as Snapshot[])];
+    if (all.length === 1 && !tenantLabel) return domain.metrics();
+    return AggregatorRegistry.aggregate(tenantLabel && slugs ? await relabel(all, slugs) : all).metrics();
+  }
+
   return {
     registry,
-    expressionOverruns,
-    expressionEvaluations,
+    observer,
     filterFailures,
     // Server streams (Watch…) open in this process, read when scraped.
     openStreams(count: () => number) {
@@ -53,6 +73,68 @@ export function createMetrics() {
         },
       });
     },
+    // The runtime threads' domain series, asked for at each scrape.
+    fromThreads(snapshots: () => Promise<unknown[]>) {
+      threads = snapshots;
+    },
+    // Queue depth and age, read from the store at most every few seconds
+    // however often /metrics is scraped; tenant slugs for the tenant label.
+    readStore(store: Store) {
+      const cacheMs = options.queueCacheMs ?? QUEUE_CACHE_MS;
+      let cached: { at: number; stats: Promise<{ tenantId: string; queued: number; oldestCreateTime: number }[]> } | undefined;
+      const stats = () => {
+        const now = Date.now();
+        if (!cached || now - cached.at >= cacheMs) {
+          const pending = store.runs.queueStats();
+          cached = { at: now, stats: pending };
+          // A failed read is not reused.
+          pending.catch(() => {
+            if (cached?.stats === pending) cached = undefined;
+          });
+        }
+        return cached.stats;
+      };
+      const t = tenantLabel ? ["tenant"] : [];
+      // Each gauge awaits the same cached read, so both describe one moment.
+      const gauge = (name: string, help: string, value: (r: { queued: number; oldestCreateTime: number }, now: number) => number, total: (values: number[]) => number) =>
+        new Gauge({
+          name,
+          help,
+          labelNames: t,
+          registers: [domain],
+          async collect() {
+            this.reset();
+            let rows;
+            try {
+              rows = await stats();
+            } catch {
+              return; // the store is unavailable: no value rather than a wrong one
+            }
+            const now = Date.now();
+            if (tenantLabel) for (const r of rows) this.set({ tenant: r.tenantId }, value(r, now));
+            else this.set(total(rows.map((r) => value(r, now))));
+          },
+        });
+      gauge("agentplane_runs_queued", "Runs waiting to be claimed, in the whole store", (r) => r.queued, (v) => v.reduce((a, b) => a + b, 0));
+      gauge(
+        "agentplane_runs_queued_oldest_age_seconds",
+        "Age of the oldest run waiting to be claimed (0 when none waits)",
+        (r, now) => Math.max(0, (now - r.oldestCreateTime) / 1000),
+        (v) => Math.max(0, ...v),
+      );
+      const known = new Map<string, string>();
+      slugs = async (ids) => {
+        const unknown = ids.filter((id) => !known.has(id));
+        if (known.size + unknown.length > MAX_SLUGS) known.clear();
+        await Promise.all(
+          unknown.map(async (id) => {
+            const tenant = await store.tenants.get(id).catch(() => undefined);
+            if (tenant?.id === id) known.set(id, tenant.slug);
+          }),
+        );
+        return known;
+      };
+    },
     // Labels use the route pattern, never the raw URL, to bound cardinality.
     instrument(app: FastifyInstance) {
       app.addHook("onResponse", async (req, reply) => {
@@ -61,5 +143,28 @@ export function createMetrics() {
         duration.observe(labels, reply.elapsedTime / 1000);
       });
     },
+    // What GET /metrics answers.
+    exposition: {
+      contentType: registry.contentType,
+      async metrics(): Promise<string> {
+        const [own, merged] = await Promise.all([registry.metrics(), domainExposition()]);
+        return `${own.trimEnd()}\n${merged}`;
+      },
+    },
   };
+}
+
+// Tenant ids (stable, known where events happen) become slugs (what
+// operators read) only here; an id whose tenant is gone stays an id.
+async function relabel(all: Snapshot[], slugs: (ids: string[]) => Promise<Map<string, string>>): Promise<Snapshot[]> {
+  const ids = new Set<string>();
+  for (const metrics of all) for (const m of metrics) for (const v of m.values) if (v.labels.tenant) ids.add(String(v.labels.tenant));
+  if (!ids.size) return all;
+  const known = await slugs([...ids]);
+  return all.map((metrics) =>
+    metrics.map((m) => ({
+      ...m,
+      values: m.values.map((v) => (v.labels.tenant ? { ...v, labels: { ...v.labels, tenant: known.get(String(v.labels.tenant)) ?? v.labels.tenant } } : v)),
+    })),
+  );
 }

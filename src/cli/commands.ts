@@ -13,6 +13,7 @@ import { createAuthenticator, type Authenticator } from "../integrations/identit
 import { SecretBox } from "../lib/secret-box.js";
 import type { Logger } from "pino";
 import { createLogger, lineWriter, prettyDestination } from "../log.js";
+import { createMetrics, type Metrics } from "../metrics.js";
 import { createPlatform, type Platform } from "../service/platform.js";
 import { createOutboundFetch } from "../integrations/outbound/outbound.js";
 import { createSkillPool } from "../integrations/skill-pool-factory.js";
@@ -108,7 +109,7 @@ export async function memberAdd(tenant: string, subject: string, role: string, p
 
 // Where runs execute: worker threads (`AGENTPLANE_WORKER_THREADS`), this
 // thread (0 threads), or another process (role api).
-function execution(config: Config, logger: Logger, secretKey: string, report: (r: Parameters<App["countExpressions"]>[0]) => void) {
+function execution(config: Config, logger: Logger, secretKey: string) {
   if (config.role === "api") {
     logger.info("role api: runs are queued here and executed by worker processes");
     return {};
@@ -125,14 +126,12 @@ function execution(config: Config, logger: Logger, secretKey: string, report: (r
     data: (index): ThreadData => ({ config, secretKey, index, scheduler: index === 0 }),
     log: logger,
     writeLog: lineWriter(logger),
-    onReport: report,
   });
   return { execution: threads };
 }
 
-async function serveWith(config: Config, logger: Logger, authenticator: Authenticator, secretKey: string, devIssuer?: DevIssuer) {
+async function serveWith(config: Config, logger: Logger, metrics: Metrics, authenticator: Authenticator, secretKey: string, devIssuer?: DevIssuer) {
   const store = await openStore(config);
-  // Reports arrive from the threads only once the app has started them.
   const app: App = await buildApp({
     store,
     secrets: SecretBox.fromBase64(secretKey),
@@ -153,7 +152,8 @@ async function serveWith(config: Config, logger: Logger, authenticator: Authenti
     console: config.console,
     streams: config.streams,
     surfaces: config.role === "worker" ? "health" : "all",
-    ...execution(config, logger, secretKey, (report) => app.countExpressions(report)),
+    metrics,
+    ...execution(config, logger, secretKey),
   });
   const { server } = app;
   await server.listen({ host: config.host, port: config.port });
@@ -173,7 +173,10 @@ export async function serve(role?: string): Promise<void> {
   const config = loadConfig(process.env, { role });
   if (config.auth.mode === "dev") throw new Error("unreachable: serve never runs the dev issuer");
   const logger = createLogger(config.logLevel);
-  await serveWith(config, logger, createAuthenticator(config.auth, { log: logger, mcpResource: `${config.publicUrl}/mcp` }), config.secretKey!);
+  // Before the authenticator, which reports to it.
+  const metrics = createMetrics({ tenantLabel: config.metricsTenantLabel });
+  const authenticator = createAuthenticator(config.auth, { log: logger, mcpResource: `${config.publicUrl}/mcp`, observer: metrics.observer });
+  await serveWith(config, logger, metrics, authenticator, config.secretKey!);
 }
 
 // The dev secret key is generated once and kept in the data dir, so sealed
@@ -195,7 +198,8 @@ export async function dev(): Promise<void> {
   const secrets = SecretBox.fromBase64(secretKey);
   // Read by a person at a terminal; JSON when piped, as `serve` always is.
   const logger = createLogger(config.logLevel, process.stdout.isTTY ? await prettyDestination() : undefined);
-  const { store } = await serveWith(config, logger, issuer.authenticator(config.auth.clockToleranceSeconds), secretKey, issuer);
+  const metrics = createMetrics({ tenantLabel: config.metricsTenantLabel });
+  const { store } = await serveWith(config, logger, metrics, issuer.authenticator(config.auth.clockToleranceSeconds), secretKey, issuer);
   const platform = createPlatform({
     store,
     secrets,

@@ -3,6 +3,8 @@
 // HTTP thread's messages (src/runtime/worker-threads.ts).
 import { parentPort, workerData } from "node:worker_threads";
 import type { Config } from "../config.js";
+import { Registry } from "prom-client";
+import { createDomainMetrics } from "../domain-metrics.js";
 import { SecretBox } from "../lib/secret-box.js";
 import { createLogger } from "../log.js";
 import { buildRuntime } from "../runtime/runtime.js";
@@ -17,27 +19,15 @@ export interface ThreadData {
   scheduler: boolean;
 }
 
-const REPORT_EVERY_MS = 1000;
-
 const { config, secretKey, index, scheduler } = workerData as ThreadData;
 const port = parentPort!;
 const post = (message: FromThread) => port.postMessage(message);
 // Lines go to the HTTP thread, which writes them with its own (worker-threads.ts).
 const log = createLogger(config.logLevel, { write: (line: string) => post({ type: "log", line }) }).child({ thread: index });
 
-// Expression counts, sent to the HTTP thread's metrics once a second.
-const overruns = new Map<string, number>();
-const placed = new Map<string, number>();
-const count = (map: Map<string, number>, key: string) => map.set(key, (map.get(key) ?? 0) + 1);
-const entries = (map: Map<string, number>) => [...map].map(([key, n]) => [...(JSON.parse(key) as [string, string]), n] as [string, string, number]);
-const reporting = setInterval(() => {
-  if (!overruns.size && !placed.size) return;
-  post({ type: "expressions", overruns: entries(overruns), placed: entries(placed) });
-  overruns.clear();
-  placed.clear();
-}, REPORT_EVERY_MS);
-reporting.unref();
-const use = (mode: string) => (mode === "filter" ? "filter" : "step");
+// This thread's domain series; the HTTP thread asks for them when scraped.
+const metrics = new Registry();
+const observer = createDomainMetrics(metrics, config.metricsTenantLabel);
 
 const store = await openStore(config);
 const expressions = expressionOptions(config);
@@ -50,10 +40,7 @@ const runtime = buildRuntime({
   sandbox: expressions.sandbox,
   stepBudgetMs: expressions.stepBudgetMs,
   maxQueuedRuns: config.quotas.queuedRuns,
-  onExpression: {
-    overrun: (mode, kind) => count(overruns, JSON.stringify([use(mode), kind])),
-    placed: (mode, where) => count(placed, JSON.stringify([use(mode), where])),
-  },
+  observer,
   onRunsQueued: () => post({ type: "runsQueued" }),
 });
 
@@ -63,6 +50,8 @@ port.on("message", (message: ToThread) => {
       return runtime.wake();
     case "cancel":
       return runtime.cancel(message.runId);
+    case "metrics":
+      return void metrics.getMetricsAsJSON().then((snapshot) => post({ type: "metrics", id: message.id, snapshot }));
     case "stop":
       return void (async () => {
         await runtime.stop(message.graceMs);

@@ -8,6 +8,7 @@ import type { Store } from "../store/store.js";
 import type { ExecutionContext, ExecutionResult, Executor } from "./executor.js";
 import type { ToolCaller } from "./tool-calls.js";
 import type { ExpressionSandbox } from "../integrations/expressions/sandbox.js";
+import { NO_OBSERVER, type Observer } from "../lib/observer.js";
 
 export interface AgentExecutorOptions {
   store: Store;
@@ -19,13 +20,15 @@ export interface AgentExecutorOptions {
   // (and never past the run's own timeout).
   sandbox: ExpressionSandbox;
   stepBudgetMs: number;
+  // Told of every model call try (metrics).
+  observer?: Observer;
 }
 
 class StepFailed extends Error {}
 
 // Runs an agent: a deterministic plan of tool calls, or a model loop over the
 // tools of its skills. Every call is recorded as a step on the run.
-export function createAgentExecutor({ store, secrets, tools, models, log, sandbox, stepBudgetMs }: AgentExecutorOptions): Executor {
+export function createAgentExecutor({ store, secrets, tools, models, log, sandbox, stepBudgetMs, observer = NO_OBSERVER }: AgentExecutorOptions): Executor {
   async function context(run: RunRow) {
     const event = run.eventId ? await store.events.get(run.tenantId, run.eventId) : undefined;
     return {
@@ -117,7 +120,9 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
       const step = ctx.startStep({ kind: "model_call", skillId: "", tool: config.model, arguments: { messages: messages.length, tools: definitions.length } });
       let reply;
       try {
-        reply = await models.complete(endpoint, { messages, tools: definitions }, signal, step);
+        reply = await models.complete(endpoint, { messages, tools: definitions }, signal, step, (outcome, seconds, tokens) =>
+          observer.modelCall(agent.tenantId, outcome, seconds, tokens),
+        );
       } catch (err) {
         const error = err instanceof ModelError ? err.message : `model_error: ${(err as Error).message}`;
         step.end({ error });

@@ -3,12 +3,13 @@
 // with what it needs (skills behind the outbound guard, models, the
 // expression sandbox). One per thread that executes runs.
 import type { Logger } from "pino";
-import { ExpressionSandbox, type Mode, type OverrunKind, type SandboxOptions } from "../integrations/expressions/sandbox.js";
+import { ExpressionSandbox, type SandboxOptions } from "../integrations/expressions/sandbox.js";
 import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 import { createChatModel } from "../integrations/model/chat-model.js";
 import type { FetchLike } from "../integrations/outbound/guarded-fetch.js";
 import { createOutboundFetch, type OutboundOptions } from "../integrations/outbound/outbound.js";
 import { createSkillPool } from "../integrations/skill-pool-factory.js";
+import { NO_OBSERVER, type Observer } from "../lib/observer.js";
 import type { SecretBox } from "../lib/secret-box.js";
 import type { Store } from "../store/store.js";
 import { TenantSlugs } from "../service/tenant-slugs.js";
@@ -40,6 +41,9 @@ export interface Execution {
   start(): void;
   // Stops claiming, finishes or releases in-flight runs within `graceMs`.
   stop(graceMs?: number): Promise<void>;
+  // The metric registries of executions elsewhere (threads), as prom-client
+  // JSON, merged with this thread's when scraped.
+  metricSnapshots?(): Promise<unknown[]>;
 }
 
 // The outbound guard, skill connections and sandbox a runtime executes with;
@@ -59,8 +63,9 @@ export interface BuildRuntimeOptions extends RuntimeOptions {
   tools?: RuntimeTools;
   outbound?: OutboundOptions;
   sandbox?: Partial<Omit<SandboxOptions, "onOverrun" | "onPlaced">>;
-  // Counted by the runtime's own sandbox (for metrics).
-  onExpression?: { overrun(mode: Mode, kind: OverrunKind): void; placed(mode: Mode, where: "inline" | "sandbox"): void };
+  // Told of runs, skill and model calls, schedule slots and, in the
+  // runtime's own sandbox, expressions (metrics).
+  observer?: Observer;
   stepBudgetMs?: number;
   // A schedule slot is skipped for a tenant with this many queued runs.
   maxQueuedRuns?: number;
@@ -76,15 +81,17 @@ export interface Runtime extends Execution {
 
 export function buildRuntime(options: BuildRuntimeOptions): Runtime {
   const { store, log } = options;
+  const observer = options.observer ?? NO_OBSERVER;
   const own = !options.tools;
   const fetch = options.tools?.fetch ?? createOutboundFetch(options.outbound);
+  const use = (mode: string) => (mode === "filter" ? "filter" : "step");
   const tools: RuntimeTools = options.tools ?? {
     fetch,
-    skills: createSkillPool(fetch, options.outbound),
+    skills: createSkillPool(fetch, options.outbound, observer),
     sandbox: new ExpressionSandbox({
       ...options.sandbox,
-      onOverrun: (mode, kind) => options.onExpression?.overrun(mode, kind),
-      onPlaced: (mode, where) => options.onExpression?.placed(mode, where),
+      onOverrun: (mode, kind) => observer.expressionOverrun(use(mode), kind),
+      onPlaced: (mode, where) => observer.expressionPlaced(use(mode), where),
     }),
   };
   const executor =
@@ -92,15 +99,16 @@ export function buildRuntime(options: BuildRuntimeOptions): Runtime {
     createAgentExecutor({
       store,
       secrets: options.secrets,
-      tools: createToolCaller(tools.skills, options.secrets),
+      tools: createToolCaller(tools.skills, options.secrets, observer),
       models: createChatModel({ fetch: tools.fetch }),
       log,
       sandbox: tools.sandbox,
       stepBudgetMs: options.stepBudgetMs ?? DEFAULT_STEP_BUDGET_MS,
+      observer,
     });
   const { concurrency, leaseMs, maxAttempts } = options;
   const slugs = new TenantSlugs(store.tenants);
-  const worker = new Worker({ queue: store.queue, executor, log, concurrency, leaseMs, maxAttempts, tenantSlug: (id) => slugs.get(id) });
+  const worker = new Worker({ queue: store.queue, executor, log, concurrency, leaseMs, maxAttempts, observer, tenantSlug: (id) => slugs.get(id) });
   const scheduler = options.scheduler
     ? new Scheduler({
         store: store.schedules,
@@ -112,6 +120,7 @@ export function buildRuntime(options: BuildRuntimeOptions): Runtime {
           options.onRunsQueued?.();
         },
         maxQueuedRuns: options.maxQueuedRuns ?? Infinity,
+        observer,
       })
     : undefined;
   // What other processes did, as the store reports it. Not bound: a test may

@@ -1,6 +1,7 @@
 import { Cron } from "croner";
 import type { Logger } from "pino";
 import { newId } from "../lib/ids.js";
+import { NO_OBSERVER, type Observer } from "../lib/observer.js";
 import type { RunInsert, TriggerRow } from "../store/rows.js";
 import type { ScheduleStore, StoreSignals } from "../store/store.js";
 
@@ -16,6 +17,18 @@ export interface SchedulerOptions {
   now?: () => number;
   // A slot of a tenant that already has this many queued runs is skipped.
   maxQueuedRuns?: number;
+  // Told of slots fired, skipped and missed (metrics).
+  observer?: Observer;
+}
+
+// Slots missed during a long downtime are counted up to this many per fire.
+const MAX_MISSED_COUNTED = 1000;
+
+// The slots after `last` and before `due` that never fired.
+function missedBetween(cron: Cron, last: number, due: number): number {
+  let n = 0;
+  for (let t = cron.nextRun(new Date(last))?.getTime(); t !== undefined && t < due && n < MAX_MISSED_COUNTED; t = cron.nextRun(new Date(t))?.getTime()) n++;
+  return n;
 }
 
 // Fires schedule triggers. Each slot is recorded with its run in one
@@ -32,7 +45,7 @@ export class Scheduler {
   #unsubscribe?: () => void;
 
   constructor(options: SchedulerOptions) {
-    this.#o = { refreshMs: 30_000, now: Date.now, onRunsQueued: () => {}, maxQueuedRuns: Infinity, ...options };
+    this.#o = { refreshMs: 30_000, now: Date.now, onRunsQueued: () => {}, maxQueuedRuns: Infinity, observer: NO_OBSERVER, ...options };
   }
 
   start(): void {
@@ -57,7 +70,11 @@ export class Scheduler {
       const cron = new Cron(trigger.cron!, { paused: true, timezone: trigger.timezone ?? undefined });
       const due = cron.previousRuns(1, new Date(now + 1))[0]?.getTime();
       const last = (await this.#o.store.lastSlot(trigger.id)) ?? trigger.createTime;
-      if (due !== undefined && due > last && (await this.#fire(trigger, due, now))) fired++;
+      if (due !== undefined && due > last && (await this.#fire(trigger, due, now))) {
+        fired++;
+        const missed = missedBetween(cron, last, due);
+        if (missed) this.#o.observer.scheduleSlots("missed", missed);
+      }
       const upcoming = cron.nextRun(new Date(now))?.getTime();
       if (upcoming !== undefined && (next === undefined || upcoming < next)) next = upcoming;
     }
@@ -80,6 +97,8 @@ export class Scheduler {
     const outcome = await this.#o.store.fireSlot(trigger.id, slot, run, this.#o.maxQueuedRuns);
     if (outcome === "fired")
       this.#o.log.debug({ tenant: trigger.tenantId, run: run.id, agent: trigger.agentId, trigger: trigger.id, via: "schedule", slot: new Date(slot).toISOString() }, "run queued");
+    if (outcome === "fired") this.#o.observer.scheduleSlots("fired", 1);
+    if (outcome === "over_quota") this.#o.observer.scheduleSlots("skipped", 1);
     if (outcome === "over_quota")
       this.#o.log.warn(
         { triggerId: trigger.id, tenantId: trigger.tenantId, slot: new Date(slot).toISOString(), maxQueuedRuns: this.#o.maxQueuedRuns },

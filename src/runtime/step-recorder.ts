@@ -1,5 +1,5 @@
+import { errorKindOfMessage } from "./error-kinds.js";
 import type { Logger } from "pino";
-import { errorKind } from "../lib/error-kind.js";
 import type { RunRow, RunStepRecord, StepCallAttempt } from "../store/rows.js";
 import type { RunQueue } from "../store/store.js";
 import type { StepHandle, StepStart } from "./executor.js";
@@ -67,7 +67,7 @@ export class StepRecorder {
     return {
       failed: (error, delayMs) => {
         if (!open()) return;
-        this.#o.log.debug({ ...this.#about(step), kind: errorKind(error), error, retryInMs: delayMs }, "run step try failed; retrying");
+        this.#o.log.debug({ ...this.#about(step), kind: errorKindOfMessage(error), error, retryInMs: delayMs }, "run step try failed; retrying");
         const t = this.#o.now();
         current.endTime = t;
         current.error = error;
@@ -81,7 +81,7 @@ export class StepRecorder {
       end: (outcome) => {
         if (!open()) return;
         complete(step, this.#o.now(), outcome);
-        if (outcome.error) this.#o.log.info({ ...this.#about(step), kind: errorKind(outcome.error), error: outcome.error }, "run step failed");
+        if (outcome.error) this.#o.log.info({ ...this.#about(step), kind: errorKindOfMessage(outcome.error), error: outcome.error }, "run step failed");
         this.#save();
       },
     };

@@ -2,6 +2,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { SkillError } from "../integrations/mcp-client/errors.js";
 import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 import type { CallTries } from "../lib/call-tries.js";
+import { NO_OBSERVER, type Observer } from "../lib/observer.js";
 import { pause } from "../lib/pause.js";
 import type { SecretBox } from "../lib/secret-box.js";
 import { skillConnection } from "../service/skill-connection.js";
@@ -30,18 +31,22 @@ export interface ToolCaller {
 // 5xx, timeout) retry with backoff while the run's budget lasts, each try
 // reported to `tries` as it fails and begins; auth, validation and tool
 // errors do not retry.
-export function createToolCaller(skills: SkillPool, secrets: SecretBox): ToolCaller {
+export function createToolCaller(skills: SkillPool, secrets: SecretBox, observer: Observer = NO_OBSERVER): ToolCaller {
   return {
     async call(skill, tool, args, signal, tries) {
       const connection = skillConnection(skill, secrets);
       for (let attempt = 0; ; attempt++) {
+        const started = performance.now();
+        const took = () => (performance.now() - started) / 1000;
         try {
           const client = await skills.client(connection);
           const result = await client.callTool(tool, args, signal);
+          observer.skillCall(skill.tenantId, result.isError ? "tool_error" : "ok", took());
           const value = resultValue(result);
           return { result: value, error: result.isError ? new SkillError("tool_error", JSON.stringify(value)).message : "" };
         } catch (err) {
           const e = err instanceof SkillError ? err : new SkillError("skill_error", (err as Error).message);
+          observer.skillCall(skill.tenantId, e.kind, took());
           if (e.transient) skills.evict(connection.key);
           if (!e.transient || attempt >= BACKOFF_MS.length || signal.aborted) return { error: e.message };
           tries.failed(e.message, BACKOFF_MS[attempt]!);

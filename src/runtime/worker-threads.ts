@@ -8,14 +8,11 @@ import type { Logger } from "pino";
 import type { Execution } from "./runtime.js";
 
 // From the HTTP thread to a runtime thread.
-export type ToThread = { type: "wake" } | { type: "cancel"; runId: string } | { type: "stop"; graceMs: number };
+export type ToThread = { type: "wake" } | { type: "cancel"; runId: string } | { type: "stop"; graceMs: number } | { type: "metrics"; id: number };
 
-// From a runtime thread: it queued runs (schedule slots), the counts of its
-// expression evaluations since its last report (for metrics), or a log line.
-export type FromThread =
-  | { type: "runsQueued" }
-  | { type: "log"; line: string }
-  | { type: "expressions"; overruns: [use: string, reason: string, n: number][]; placed: [use: string, where: string, n: number][] };
+// From a runtime thread: it queued runs (schedule slots), a log line, or its
+// metrics (prom-client JSON), answering a request.
+export type FromThread = { type: "runsQueued" } | { type: "log"; line: string } | { type: "metrics"; id: number; snapshot: unknown };
 
 export interface WorkerThreadsOptions {
   // The thread's module; it reads `data(index)` as its workerData.
@@ -26,7 +23,6 @@ export interface WorkerThreadsOptions {
   // Writes a thread's log line, serialized and censored there, where this
   // thread's lines go: one writer, whole lines, the same format.
   writeLog?(line: string): void;
-  onReport?(report: Extract<FromThread, { type: "expressions" }>): void;
   // Wait before a thread that died is started again.
   restartDelayMs?: number;
 }
@@ -34,6 +30,11 @@ export interface WorkerThreadsOptions {
 // Beyond the grace given to in-flight runs, for the thread to release the
 // rest and close its store.
 const STOP_SLACK_MS = 5_000;
+// A thread busy past this answers a scrape with its previous metrics.
+const METRICS_WAIT_MS = 1_000;
+// Last metrics of threads that exited, still counted (a restarted thread
+// counts from zero); beyond this many the oldest are dropped.
+const MAX_RETIRED = 32;
 
 export class WorkerThreads implements Execution {
   readonly #o: WorkerThreadsOptions;
@@ -41,6 +42,10 @@ export class WorkerThreads implements Execution {
   readonly #exits = new Map<Thread, Promise<void>>();
   #stopping = false;
   #wakePending = false;
+  readonly #asked = new Map<number, (snapshot: unknown) => void>();
+  readonly #lastSnapshot = new Map<Thread, unknown>();
+  readonly #retired: unknown[] = [];
+  #nextAsk = 0;
 
   constructor(options: WorkerThreadsOptions) {
     this.#o = options;
@@ -78,6 +83,31 @@ export class WorkerThreads implements Execution {
     clearTimeout(late);
   }
 
+  // Every thread's metrics, asked for now; a thread that does not answer in
+  // time is represented by what it answered before.
+  async metricSnapshots(): Promise<unknown[]> {
+    const live = this.#threads.filter((t): t is Thread => t !== undefined);
+    const answers = await Promise.all(
+      live.map(
+        (thread) =>
+          new Promise<unknown>((resolve) => {
+            const id = ++this.#nextAsk;
+            const late = setTimeout(() => {
+              this.#asked.delete(id);
+              resolve(this.#lastSnapshot.get(thread));
+            }, METRICS_WAIT_MS);
+            this.#asked.set(id, (snapshot) => {
+              clearTimeout(late);
+              this.#lastSnapshot.set(thread, snapshot);
+              resolve(snapshot);
+            });
+            thread.postMessage({ type: "metrics", id } satisfies ToThread);
+          }),
+      ),
+    );
+    return [...this.#retired, ...answers.filter((a) => a !== undefined)];
+  }
+
   #post(message: ToThread): void {
     for (const thread of this.#threads) thread?.postMessage(message);
   }
@@ -89,7 +119,10 @@ export class WorkerThreads implements Execution {
     thread.on("message", (message: FromThread) => {
       if (message.type === "runsQueued") this.wake();
       else if (message.type === "log") this.#o.writeLog?.(message.line);
-      else this.#o.onReport?.(message);
+      else {
+        this.#asked.get(message.id)?.(message.snapshot);
+        this.#asked.delete(message.id);
+      }
     });
     thread.on("error", (err) => log.error({ err, thread: index }, "runtime thread failed"));
     this.#exits.set(
@@ -98,6 +131,9 @@ export class WorkerThreads implements Execution {
         thread.once("exit", (code) => {
           this.#exits.delete(thread);
           this.#threads[index] = undefined;
+          const last = this.#lastSnapshot.get(thread);
+          this.#lastSnapshot.delete(thread);
+          if (last !== undefined && this.#retired.push(last) > MAX_RETIRED) this.#retired.shift();
           resolve();
           if (this.#stopping) return;
           // Its runs' leases expire and are claimed again, here or elsewhere.

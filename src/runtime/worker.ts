@@ -1,9 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { Logger } from "pino";
-import { errorKind } from "../lib/error-kind.js";
+import { NO_OBSERVER, type Observer } from "../lib/observer.js";
 import { pause } from "../lib/pause.js";
 import type { RunQueue, StoreSignals } from "../store/store.js";
+import { errorKindOf } from "./error-kinds.js";
 import type { ExecutionResult, Executor } from "./executor.js";
 import { StepRecorder } from "./step-recorder.js";
 
@@ -24,6 +25,8 @@ export interface WorkerOptions {
   now?: () => number;
   // A tenant's slug for the run lines (cached; undefined when unknown).
   tenantSlug?: (tenantId: string) => Promise<string | undefined>;
+  // Told of every run attempt whose outcome was recorded (metrics).
+  observer?: Observer;
 }
 
 const FINISH_RETRY_FIRST_MS = 100;
@@ -46,7 +49,7 @@ export class Worker {
   #stopped = true;
 
   constructor(options: WorkerOptions) {
-    this.#o = { idlePollMs: 5000, now: Date.now, ...options };
+    this.#o = { idlePollMs: 5000, now: Date.now, observer: NO_OBSERVER, ...options };
   }
 
   start(): void {
@@ -149,15 +152,16 @@ export class Worker {
       trigger: run.triggerId ?? undefined,
       event: run.eventId ?? undefined,
     });
-    const started = now();
     log.info({ attempt: run.attempt, worker: this.owner }, "run started");
     const recorder = new StepRecorder({ queue, owner: this.owner, run, log, now });
+    const started = performance.now();
     let result: ExecutionResult;
     try {
       result = await executor.execute(run, { signal: controller.signal, startStep: (step) => recorder.start(step) });
     } catch (err) {
       result = { status: "failed", error: (err as Error).message };
     }
+    const seconds = (performance.now() - started) / 1000;
     await recorder.close(result.status === "succeeded" ? "the run ended before the step did" : result.error);
     const outcome = { ...result, output: result.status === "succeeded" ? result.output : undefined, error: result.status === "succeeded" ? "" : result.error, steps: recorder.steps };
     // The outcome is retried until the store takes it (a full disk, a lock):
@@ -165,11 +169,14 @@ export class Worker {
     // it neither sits in `running` forever nor runs a second time.
     for (let attempt = 0; !controller.signal.aborted; attempt++) {
       try {
-        const ended = { status: result.status, attempts: run.attempt, durationMs: now() - started };
-        const failure = result.status === "succeeded" ? {} : { kind: errorKind(result.error), error: result.error };
+        const ended = { status: result.status, attempts: run.attempt, durationMs: Math.round(seconds * 1000) };
+        const failure = result.status === "succeeded" ? {} : { kind: errorKindOf(result), error: result.error };
         if (!(await queue.finish(this.owner, run.id, outcome, now()))) log.warn({ ...ended, ...failure }, "run ended after it was cancelled or its lease was lost");
-        else if (result.status === "succeeded") log.info(ended, "run finished");
-        else log.warn({ ...ended, ...failure }, "run finished");
+        else {
+          this.#o.observer.runFinished(run.tenantId, result.status, errorKindOf(result), seconds);
+          if (result.status === "succeeded") log.info(ended, "run finished");
+          else log.warn({ ...ended, ...failure }, "run finished");
+        }
         return;
       } catch (err) {
         if (attempt === 0) log.error({ err }, "recording a run outcome failed; retrying until the store takes it");

@@ -68,13 +68,12 @@ export function createWebhookIngestion(options: WebhookOptions) {
   }
 
   return {
-    // Before the body is read: who is sending, and may it send now.
+    // Before the body is read: who is sending (then `admit`: may it send now).
     async authenticate(token: string | undefined): Promise<WebhookSourceRow> {
       if (!token || !TOKEN_SHAPE.test(token)) throw unauthenticated();
       const digest = webhookTokenDigest(token);
       const source = lookups.cachedSource(digest, now()) ?? (await lookups.loadSource(digest, now()).catch(fromStoreError));
       if (!source || !source.enabled) throw unauthenticated();
-      await admit(source);
       return source;
     },
 

@@ -93,6 +93,15 @@ export interface RunStore extends TenantRepo<RunRow, RunInsert> {
   idsForEvent(tenantId: string, eventId: string): Promise<string[]>;
   // Runs of the tenant waiting to be claimed.
   queuedCount(tenantId: string): Promise<number>;
+  // Per tenant with queued runs: how many, and when the oldest was created
+  // (metrics; read from the queued-runs index alone).
+  queueStats(): Promise<QueueStats[]>;
+}
+
+export interface QueueStats {
+  tenantId: string;
+  queued: number;
+  oldestCreateTime: number;
 }
 
 export interface IngestItem {

@@ -1,11 +1,11 @@
 import { timingSafeEqual } from "node:crypto";
 import type { FastifyInstance } from "fastify";
-import type { Registry } from "prom-client";
 import type { Store } from "../store/store.js";
 
 export interface HealthOptions {
   store: Store;
-  registry: Registry;
+  // The text GET /metrics answers, and its content type.
+  exposition: { contentType: string; metrics(): Promise<string> };
   // When set, /metrics needs `Authorization: Bearer <token>`.
   metricsToken?: string;
 }
@@ -16,7 +16,7 @@ function bearerMatches(header: string | undefined, token: string): boolean {
   return given.length === expected.length && timingSafeEqual(given, expected);
 }
 
-export async function healthSurface(app: FastifyInstance, { store, registry, metricsToken }: HealthOptions): Promise<void> {
+export async function healthSurface(app: FastifyInstance, { store, exposition, metricsToken }: HealthOptions): Promise<void> {
   app.get("/healthz", async () => ({ status: "ok" }));
   app.get("/readyz", async (_req, reply) => {
     try {
@@ -29,6 +29,6 @@ export async function healthSurface(app: FastifyInstance, { store, registry, met
   app.get("/metrics", async (req, reply) => {
     if (metricsToken !== undefined && !bearerMatches(req.headers.authorization, metricsToken))
       return reply.status(401).header("www-authenticate", "Bearer").send({ code: "unauthenticated", message: "metrics need a bearer token" });
-    return reply.type(registry.contentType).send(await registry.metrics());
+    return reply.type(exposition.contentType).send(await exposition.metrics());
   });
 }

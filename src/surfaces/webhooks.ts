@@ -1,6 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
 import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
+import { NO_OBSERVER, type Observer, type WebhookOutcome } from "../lib/observer.js";
 import type { WebhookSourceRow } from "../store/rows.js";
 import type { WebhookIngestion } from "../service/webhooks.js";
 import { noteTenant } from "./access-log.js";
@@ -8,7 +9,22 @@ import { noteTenant } from "./access-log.js";
 export interface WebhookSurfaceOptions {
   ingestion: WebhookIngestion;
   maxBytes: number;
+  // Told of every event's outcome and the triggers it matched (metrics).
+  observer?: Observer;
 }
+
+// What each answer means for the sender; 429 is the rate limit until the
+// source was admitted, the queued-runs quota after.
+const OUTCOMES: Record<number, WebhookOutcome> = {
+  202: "accepted",
+  200: "duplicate",
+  400: "invalid",
+  401: "unauthenticated",
+  413: "too_large",
+  415: "unsupported_media_type",
+  429: "rate_limited",
+  503: "unavailable",
+};
 
 // Fastify's own refusals while reading the body, in the webhook error shape.
 const FASTIFY_ERRORS: Record<string, { status: number; error: string; message: string }> = {
@@ -21,8 +37,10 @@ const FASTIFY_ERRORS: Record<string, { status: number; error: string; message: s
 // POST /webhooks/events: the token is checked (and the source's rate limit
 // taken) before the body is read, so unauthenticated senders cost nothing;
 // the body limit is enforced while streaming, chunked bodies included.
-export async function webhookSurface(app: FastifyInstance, { ingestion, maxBytes }: WebhookSurfaceOptions): Promise<void> {
+export async function webhookSurface(app: FastifyInstance, { ingestion, maxBytes, observer = NO_OBSERVER }: WebhookSurfaceOptions): Promise<void> {
   const sources = new WeakMap<FastifyRequest, WebhookSourceRow>();
+  // Sources past their rate limit, by request.
+  const admitted = new WeakSet<FastifyRequest>();
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("application/json", { parseAs: "string", bodyLimit: maxBytes }, (_req, body, done) => {
@@ -52,11 +70,21 @@ export async function webhookSurface(app: FastifyInstance, { ingestion, maxBytes
     const source = await ingestion.authenticate(Array.isArray(token) ? token[0] : token);
     sources.set(req, source);
     noteTenant(req, { id: source.tenantId });
+    await ingestion.admit(source);
+    admitted.add(req);
+  });
+
+  app.addHook("onResponse", async (req, reply) => {
+    const status = reply.statusCode;
+    const outcome = status === 429 && admitted.has(req) ? "over_quota" : (OUTCOMES[status] ?? "error");
+    observer.webhook(outcome, sources.get(req)?.tenantId);
   });
 
   app.post("/webhooks/events", { bodyLimit: maxBytes }, async (req, reply) => {
     const key = req.headers["idempotency-key"] ?? req.headers["webhook-id"];
-    const result = await ingestion.accept(sources.get(req)!, req.body, Array.isArray(key) ? key[0] : key);
+    const source = sources.get(req)!;
+    const result = await ingestion.accept(source, req.body, Array.isArray(key) ? key[0] : key);
+    if (result.status === 202 && result.body.matched_triggers) observer.triggersMatched(source.tenantId, result.body.matched_triggers);
     return reply.status(result.status).send(result.body);
   });
 }

@@ -76,6 +76,8 @@ export interface TestServerOptions {
   logger?: Logger;
   // false: no access log line per request (`AGENTPLANE_ACCESS_LOG=off`).
   accessLog?: boolean;
+  // Metrics built by the test (to hand their observer to its authenticator).
+  metrics?: AppOptions["metrics"];
 }
 
 export async function startServer(options: TestServerOptions): Promise<TestServer> {
@@ -108,6 +110,7 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     http: { ...DEFAULT_HTTP_LIMITS, ...options.http },
     console: options.console,
     streams: options.streams,
+    metrics: options.metrics,
     mcp: { publicUrl: url, authorizationServers: options.mcpAuthorizationServers ?? (devIssuer ? [url] : []) },
     runtime: options.runtime && {
       concurrency: 4,

@@ -1,4 +1,5 @@
 import type { Logger } from "pino";
+import type { Observer } from "../../lib/observer.js";
 import type { AuthConfig } from "../../config.js";
 import { createIntrospectionAuthenticator } from "./introspection.js";
 import { createJwtAuthenticator } from "./jwt.js";
@@ -12,11 +13,13 @@ export interface AuthenticatorExtras {
   mcpResource?: string;
   // Where identity provider problems only the operator can fix are reported.
   log?: Pick<Logger, "error">;
+  // Told of identity provider requests and token cache look-ups (metrics).
+  observer?: Observer;
 }
 
 // `dev` is built by the CLI from its DevIssuer; here only the real modes.
 export function createAuthenticator(auth: Exclude<AuthConfig, { mode: "dev" }>, extras: AuthenticatorExtras = {}): Authenticator {
   return auth.mode === "jwt"
-    ? createJwtAuthenticator({ ...auth, jwksCooldownMs: extras.jwksCooldownMs, mcpResource: extras.mcpResource })
-    : createIntrospectionAuthenticator({ ...auth, log: extras.log, mcpResource: extras.mcpResource });
+    ? createJwtAuthenticator({ ...auth, jwksCooldownMs: extras.jwksCooldownMs, mcpResource: extras.mcpResource, observer: extras.observer })
+    : createIntrospectionAuthenticator({ ...auth, log: extras.log, mcpResource: extras.mcpResource, observer: extras.observer });
 }

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
+import { NO_OBSERVER, type Observer } from "../../lib/observer.js";
 import { ConcurrencyGate, GateBusy } from "./concurrency-gate.js";
 import { classifyErrorAnswer, oauthErrorOf, principalFromAnswer, readBounded, unauthenticated, unavailable } from "./introspection-answer.js";
 import type { Authenticator, Principal } from "./principal.js";
@@ -31,6 +32,8 @@ export interface IntrospectionOptions {
   maxQueued?: number;
   // Where problems only the operator can fix (credentials, URL) are reported.
   log?: Pick<Logger, "error">;
+  // Told of introspection requests and cache look-ups (metrics).
+  observer?: Observer;
 }
 
 export const INTROSPECTION_DEFAULTS = {
@@ -71,6 +74,7 @@ export function createIntrospectionAuthenticator(options: IntrospectionOptions):
       "Basic " + Buffer.from(`${formEncode(options.clientId)}:${formEncode(options.clientSecret)}`).toString("base64");
   else if (options.bearer !== undefined) headers.authorization = `Bearer ${options.bearer}`;
   let lookups = 0;
+  const observer = options.observer ?? NO_OBSERVER;
 
   function reportToOperator(status: number, message: string): void {
     const now = Date.now();
@@ -93,14 +97,19 @@ export function createIntrospectionAuthenticator(options: IntrospectionOptions):
         redirect: "manual",
         signal: AbortSignal.timeout(options.timeoutMs),
       });
-      if (res.status === 200) return principalFromAnswer(await readBounded(res), rules);
+      if (res.status === 200) {
+        const principal = principalFromAnswer(await readBounded(res), rules);
+        observer.introspection("active");
+        return principal;
+      }
       const answer = classifyErrorAnswer(res.status, oauthErrorOf(await readBounded(res).catch(() => "")));
       if (answer.kind === "refused") throw unauthenticated(answer.message);
       if (answer.kind === "misconfigured") reportToOperator(res.status, answer.message);
       throw unavailable(answer.message);
     } catch (err) {
-      if (err instanceof ConnectError) throw err;
-      throw unavailable(`token introspection failed: ${(err as Error).message}`);
+      const refusal = err instanceof ConnectError ? err : unavailable(`token introspection failed: ${(err as Error).message}`);
+      observer.introspection(refusal.code === Code.Unauthenticated ? "inactive" : "error");
+      throw refusal;
     }
   }
 
@@ -127,8 +136,9 @@ export function createIntrospectionAuthenticator(options: IntrospectionOptions):
       // Keyed by digest so the caches never hold a usable token.
       const key = createHash("sha256").update(token).digest("base64url");
       const principal = accepted.get(key);
+      const refusal = principal ? undefined : refused.get(key);
+      observer.tokenCache(principal || refusal !== undefined ? "hit" : "miss");
       if (principal) return Promise.resolve(principal);
-      const refusal = refused.get(key);
       if (refusal !== undefined) return Promise.reject(unauthenticated(refusal));
       let pending = inflight.get(key);
       if (!pending) {

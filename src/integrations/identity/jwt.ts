@@ -2,12 +2,14 @@ import { createHash } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
 import {
   createRemoteJWKSet,
+  customFetch,
   errors,
   jwtVerify,
   type JWTVerifyGetKey,
   type JWTVerifyOptions,
   type JWTVerifyResult,
 } from "jose";
+import { NO_OBSERVER, type Observer } from "../../lib/observer.js";
 import { isMcpOnly, principalFromClaims, type Authenticator, type Principal } from "./principal.js";
 import { TokenCache } from "./token-cache.js";
 
@@ -26,6 +28,8 @@ export interface JwtOptions {
   // How soon an unknown `kid` may trigger another JWKS fetch.
   jwksCooldownMs?: number;
   fetchTimeoutMs?: number;
+  // Told of JWKS fetches and cache look-ups (metrics).
+  observer?: Observer;
 }
 
 // RFC 9068 access tokens say `at+jwt`; many IdPs (Auth0) say `JWT`.
@@ -37,10 +41,20 @@ export function createJwtAuthenticator(options: JwtOptions): Authenticator {
   const cache = new TokenCache<Principal>();
   let keySet: Promise<JWTVerifyGetKey> | undefined = options.keySet && Promise.resolve(options.keySet);
   const timeoutDuration = options.fetchTimeoutMs ?? 5000;
+  const observer = options.observer ?? NO_OBSERVER;
+  // jose's own fetch, counted.
+  const jwksFetch = (url: string, init: RequestInit) =>
+    fetch(url, init).then(
+      (res) => (observer.jwksFetch(res.ok ? "ok" : "error"), res),
+      (err: unknown) => {
+        observer.jwksFetch("error");
+        throw err;
+      },
+    );
 
   async function resolveKeySet(): Promise<JWTVerifyGetKey> {
     const url = options.jwksUrl ?? (await discoverJwksUrl(options.issuer, timeoutDuration));
-    return createRemoteJWKSet(new URL(url), { cooldownDuration: options.jwksCooldownMs ?? 30_000, timeoutDuration });
+    return createRemoteJWKSet(new URL(url), { cooldownDuration: options.jwksCooldownMs ?? 30_000, timeoutDuration, [customFetch]: jwksFetch });
   }
 
   async function verify(token: string): Promise<Principal> {
@@ -76,6 +90,7 @@ export function createJwtAuthenticator(options: JwtOptions): Authenticator {
       // Keyed by digest so the cache never holds a usable token.
       const key = createHash("sha256").update(token).digest("base64url");
       const cached = cache.get(key);
+      observer.tokenCache(cached ? "hit" : "miss");
       if (cached) return cached;
       try {
         const principal = await verify(token);

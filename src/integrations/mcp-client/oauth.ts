@@ -1,3 +1,4 @@
+import type { TokenRequestOutcome } from "../../lib/observer.js";
 import type { FetchLike } from "../outbound/guarded-fetch.js";
 import { clean, jsonReason } from "../outbound/upstream-reason.js";
 import { SkillError } from "./errors.js";
@@ -66,7 +67,8 @@ export class OAuthSession {
     private readonly config: OAuthSkillConfig,
     private readonly fetch: FetchLike,
     private readonly discoveryTimeoutMs: number,
-    private readonly onTokenRequest: () => void = () => {},
+    // Told of each token request as it ends.
+    private readonly onTokenRequest: (outcome: TokenRequestOutcome) => void = () => {},
   ) {}
 
   cached(now = Date.now()): string | undefined {
@@ -136,7 +138,6 @@ export class OAuthSession {
     if (scope) form.set("scope", scope);
     if (this.config.audience) form.set("audience", this.config.audience);
     const enc = (s: string) => encodeURIComponent(s).replace(/%20/g, "+");
-    this.onTokenRequest();
     let res: Response;
     try {
       res = await this.fetch(endpoint, {
@@ -154,9 +155,11 @@ export class OAuthSession {
         redirect: "error",
       });
     } catch (err) {
-        throw authFailed("token request", `POST ${clean(endpoint)} failed: ${(err as Error).message}`);
+      this.onTokenRequest("failed");
+      throw authFailed("token request", `POST ${clean(endpoint)} failed: ${(err as Error).message}`);
     }
     const body = (await res.json().catch(() => ({}))) as Record<string, unknown>;
+    this.onTokenRequest(res.ok && typeof body.access_token === "string" ? "ok" : "refused");
     if (!res.ok || typeof body.access_token !== "string") {
       const reason = jsonReason(body);
       throw authFailed("token request", `token endpoint answered HTTP ${res.status}${reason ? ` ${reason}` : ""}`);

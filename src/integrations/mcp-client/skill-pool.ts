@@ -1,3 +1,4 @@
+import { NO_OBSERVER, type Observer } from "../../lib/observer.js";
 import type { FetchLike } from "../outbound/guarded-fetch.js";
 import type { SkillAuth } from "./auth-fetch.js";
 import { OAuthSession } from "./oauth.js";
@@ -21,6 +22,8 @@ export interface SkillPoolOptions {
   discoveryTimeoutMs: number;
   callTimeoutMs: number;
   version: string;
+  // Told of every OAuth token request (metrics).
+  observer?: Observer;
 }
 
 // Connected MCP clients and OAuth sessions, one per skill version, reused
@@ -71,7 +74,10 @@ export class SkillPool {
     if (a.mode !== "oauth") return a;
     let session = this.#sessions.get(connection.key);
     if (!session) {
-      session = new OAuthSession({ mcpUrl: connection.url, ...a }, this.options.fetch, this.options.discoveryTimeoutMs, () => this.#tokenRequests++);
+      session = new OAuthSession({ mcpUrl: connection.url, ...a }, this.options.fetch, this.options.discoveryTimeoutMs, (outcome) => {
+        this.#tokenRequests++;
+        (this.options.observer ?? NO_OBSERVER).tokenRequest(outcome);
+      });
       this.#sessions.set(connection.key, session);
     }
     return { mode: "oauth", session };

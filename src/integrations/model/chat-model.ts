@@ -8,12 +8,15 @@ import { pause } from "../../lib/pause.js";
 // Why a model call failed, in words a run step can carry: `kind` is stable
 // for programs; the message keeps the status and a short reason, never the
 // provider's raw answer.
-export type ModelErrorKind =
-  | "model_unauthorized" // 401/403: the API key was refused
-  | "model_error" // any other error answer; 408, 409, 429 and 5xx are transient
-  | "model_timeout" // transient
-  | "model_unreachable" // connection refused, DNS, reset: transient
-  | "outbound_blocked"; // base_url resolves to an address the service may not call
+export const MODEL_ERROR_KINDS = [
+  "model_unauthorized", // 401/403: the API key was refused
+  "model_error", // any other error answer; 408, 409, 429 and 5xx are transient
+  "model_timeout", // transient
+  "model_unreachable", // connection refused, DNS, reset: transient
+  "outbound_blocked", // base_url resolves to an address the service may not call
+] as const;
+
+export type ModelErrorKind = (typeof MODEL_ERROR_KINDS)[number];
 
 export class ModelError extends Error {
   override name = "ModelError";
@@ -42,8 +45,12 @@ export interface ChatRequest {
 export interface ChatModel {
   // One chat completion; transient failures are retried within the signal's
   // time, each try reported to `tries` as it fails and begins.
-  complete(endpoint: ModelEndpoint, request: ChatRequest, signal: AbortSignal, tries?: CallTries): Promise<ChatCompletionMessage>;
+  complete(endpoint: ModelEndpoint, request: ChatRequest, signal: AbortSignal, tries?: CallTries, observe?: ObserveTry): Promise<ChatCompletionMessage>;
 }
+
+// Told of every try as it ends (metrics): `ok` or the error's kind, its
+// seconds, and the tokens the provider counted.
+export type ObserveTry = (outcome: string, seconds: number, tokens?: { prompt: number; completion: number }) => void;
 
 export interface ChatModelOptions {
   // The outbound guard: the provider is a URL a tenant chose.
@@ -98,7 +105,7 @@ function toModelError(err: unknown, origin: string): ModelError {
 // and every failure gets a kind here.
 export function createChatModel({ fetch, backoffMs = [500, 2000] }: ChatModelOptions): ChatModel {
   return {
-    async complete(endpoint, request, signal, tries) {
+    async complete(endpoint, request, signal, tries, observe = () => {}) {
       const origin = new URL(endpoint.baseUrl).origin;
       const client = new OpenAI({
         baseURL: endpoint.baseUrl,
@@ -111,6 +118,8 @@ export function createChatModel({ fetch, backoffMs = [500, 2000] }: ChatModelOpt
         webhookSecret: null,
       });
       for (let attempt = 0; ; attempt++) {
+        const started = performance.now();
+        const took = () => (performance.now() - started) / 1000;
         try {
           const completion = await client.chat.completions.create(
             { model: endpoint.model, messages: request.messages, ...(request.tools.length ? { tools: request.tools } : {}) },
@@ -118,10 +127,13 @@ export function createChatModel({ fetch, backoffMs = [500, 2000] }: ChatModelOpt
           );
           const reply = completion.choices?.[0]?.message;
           if (!reply) throw new ModelError("model_error", `${origin} answered without a choice`);
+          const usage = completion.usage;
+          observe("ok", took(), usage && { prompt: usage.prompt_tokens ?? 0, completion: usage.completion_tokens ?? 0 });
           return reply;
         } catch (err) {
           if (err instanceof APIUserAbortError || signal.aborted) throw signal.reason ?? err;
           const e = toModelError(err, origin);
+          observe(e.kind, took());
           if (!e.transient || attempt >= backoffMs.length) throw e;
           const delay = e.retryAfterMs ?? backoffMs[attempt]!;
           tries?.failed(e.message, delay);

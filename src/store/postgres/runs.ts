@@ -2,6 +2,8 @@ import type { TransactionSql } from "postgres";
 import { CHANNELS } from "./channels.js";
 import type { Sql } from "./open.js";
 import type { RunInsert } from "../rows.js";
+import type { QueueStats } from "../store.js";
+import { idTime } from "../../lib/ids.js";
 
 // Multi-row inserts take their rows as one JSON array expanded by
 // json_to_recordset: one prepared statement serves any number of rows, and
@@ -45,4 +47,12 @@ export async function queueRuns(tx: TransactionSql, runs: RunInsert[]): Promise<
 export async function queuedCount(tx: Sql | TransactionSql, tenantId: string): Promise<number> {
   const [row] = await tx<[{ n: number }]>`select count(*)::int as n from runs where status = 'queued' and tenant_id = ${tenantId}`;
   return row.n;
+}
+
+// The oldest id stands for the oldest create time: a run's id is made when
+// it is created (UUIDv7), and so the index of queued runs answers alone.
+export async function queueStats(sql: Sql): Promise<QueueStats[]> {
+  const rows = await sql<{ tenantId: string; queued: number; oldestId: string }[]>`
+    select tenant_id as "tenantId", count(*)::int as queued, min(id) as "oldestId" from runs where status = 'queued' group by tenant_id`;
+  return rows.map((r) => ({ tenantId: r.tenantId, queued: r.queued, oldestCreateTime: idTime(r.oldestId) }));
 }

@@ -13,7 +13,7 @@ import { createPgRunQueue } from "./queue.js";
 import { createPgRateLimits } from "./rate-limits.js";
 import { tenantRepo, tenantStore } from "./repos.js";
 import { createPgRetention } from "./retention.js";
-import { queuedCount } from "./runs.js";
+import { queuedCount, queueStats } from "./runs.js";
 import { createPgScheduleStore } from "./schedules.js";
 import * as schema from "./schema.js";
 import { listenSignals } from "./signals.js";
@@ -76,6 +76,7 @@ export async function createPostgresStore(options: PostgresStoreOptions): Promis
           (await sql<{ id: string }[]>`select id from runs where tenant_id = ${tenantId} and event_id = ${eventId} order by id desc`).map((r) => r.id),
         ),
       queuedCount: (tenantId) => pg(() => queuedCount(sql, tenantId)),
+      queueStats: () => pg(() => queueStats(sql)),
     },
     webhooks: notifyingWebhooks(createPgWebhookStore(sql, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }, timeoutMs), changes),
     queue: createPgRunQueue(sql, signals, changes),

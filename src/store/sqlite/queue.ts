@@ -3,7 +3,8 @@ import type { RunRow } from "../rows.js";
 import { fairPick, pickSync, WORKER_LOST_ERROR, type QueuedCandidate, type RunningCount } from "../claim.js";
 import { groupCommit } from "../group-commit.js";
 import { run } from "./errors.js";
-import type { RunOutcome, RunQueue } from "../store.js";
+import type { QueueStats, RunOutcome, RunQueue } from "../store.js";
+import { idTime } from "../../lib/ids.js";
 
 interface RawRun extends Omit<RunRow, "input" | "steps" | "output"> {
   input: string | null;
@@ -210,6 +211,15 @@ export function prepareRunInsert(raw: Database.Database): { run(r: RunInsert): v
 
 // How many runs of a tenant wait to be claimed: a range of the runs_queued
 // index (tenant_id, id where queued), the tenant's queued runs only.
+// The oldest id stands for the oldest create time: a run's id is made when
+// it is created (UUIDv7), and so the index of queued runs answers alone.
+export function prepareQueueStats(raw: Database.Database) {
+  const statement = raw.prepare<[], { tenantId: string; queued: number; oldestId: string }>(
+    `select tenant_id as tenantId, count(*) as queued, min(id) as oldestId from runs where status = 'queued' group by tenant_id`,
+  );
+  return () => statement.all().map((r): QueueStats => ({ tenantId: r.tenantId, queued: r.queued, oldestCreateTime: idTime(r.oldestId) }));
+}
+
 export function prepareQueuedCount(raw: Database.Database): Database.Statement<[string], number> {
   return raw.prepare<[string], number>(`select count(*) from runs where status = 'queued' and tenant_id = ?`).pluck(true);
 }

@@ -5,7 +5,7 @@ import { run } from "./errors.js";
 import { createSqliteMemberChange, createSqliteMemberships } from "./members.js";
 import type { GroupCommitOptions } from "../group-commit.js";
 import { createSqliteWebhookStore } from "./ingest.js";
-import { createSqliteRunQueue, prepareQueuedCount } from "./queue.js";
+import { createSqliteRunQueue, prepareQueuedCount, prepareQueueStats } from "./queue.js";
 import { createSqliteRateLimits } from "./rate-limits.js";
 import { createSqliteRetention } from "./retention.js";
 import { createSqliteScheduleStore } from "./schedules.js";
@@ -308,6 +308,7 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
   );
 
   const queuedCount = lazy(() => prepareQueuedCount(raw));
+  const queueStats = lazy(() => prepareQueueStats(raw));
   const signals = new SqliteSignals(raw, options.signals);
   // Rate-limit buckets on a connection of their own (see rate-limits.ts);
   // an in-memory database is one connection's alone.
@@ -362,6 +363,7 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
       ...runRepo.repo,
       idsForEvent: (tenantId, eventId) => run(() => runIdsForEvent().all(tenantId, eventId)),
       queuedCount: (tenantId) => run(() => queuedCount().get(tenantId)!),
+      queueStats: () => run(() => queueStats()()),
     },
     webhooks: signalledWebhooks(createSqliteWebhookStore(raw, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }), signals),
     queue: signalledQueue(createSqliteRunQueue(raw), signals),

@@ -1,0 +1,34 @@
+import { SKILL_ERROR_KINDS } from "../integrations/mcp-client/errors.js";
+import { MODEL_ERROR_KINDS } from "../integrations/model/chat-model.js";
+import type { ExecutionResult } from "./executor.js";
+
+// The stable kinds a failed run's error can start with: those of skill and
+// model calls, of step arguments (agent-executor.ts), and the step limit.
+const KINDS: ReadonlySet<string> = new Set<string>([
+  ...SKILL_ERROR_KINDS,
+  ...MODEL_ERROR_KINDS,
+  "expression_timeout",
+  "expression_limit",
+  "expression_error",
+  "max_steps",
+]);
+
+// "steps[2] (tool): skill_timeout: …", "steps[0].arguments: expression_timeout: …",
+// "model_error: …", "skill_auth_failed (token request): …". Only the leading
+// word counts: the rest is text from a customer server or a tool.
+const LEADING_KIND = /^(?:steps\[\d+\][^:]*: )?([a-z_]+)\b/;
+
+// The known kind a run or step error starts with, else `other` (a missing
+// agent or skill, a refused tool, an unexpected error): bounded, so it can
+// label a metric and be searched for in logs.
+export function errorKindOfMessage(message: string): string {
+  const word = LEADING_KIND.exec(message)?.[1];
+  return word !== undefined && KINDS.has(word) ? word : "other";
+}
+
+// Why a run attempt failed: a known kind, `agent_timeout`, or `other`.
+export function errorKindOf(result: ExecutionResult): string {
+  if (result.status === "succeeded") return "";
+  if (result.status === "timed_out") return "agent_timeout";
+  return errorKindOfMessage(result.error);
+}

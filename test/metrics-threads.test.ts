@@ -1,0 +1,169 @@
+// /metrics of the built binary, where runs execute in worker threads: the
+// HTTP thread's scrape includes what the threads counted (runs, skill calls),
+// tenant-labelled by slug when asked; an api process shows the queue it
+// fills, a worker process the runs it executes.
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { exportJWK, generateKeyPair, SignJWT } from "jose";
+import { CLI, CliProcess } from "./support/cli-process.js";
+import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
+import { startJwksServer, type JwksServer } from "./support/jwks-server.js";
+import { freeLoopbackPort } from "./support/listen.js";
+import { duplicateFamilies, sampleValue } from "./support/prometheus.js";
+import { sleep, waitFor } from "./support/wait.js";
+
+const exec = promisify(execFile);
+const ISSUER = "https://idp.metrics-threads.test";
+const AUDIENCE = "https://api.metrics-threads.test";
+const OPERATOR = "ops";
+
+let jwks: JwksServer;
+let token: string;
+let customer: CustomerMcp;
+const dirs: string[] = [];
+
+class Serve extends CliProcess {
+  constructor(dataDir: string, port: number, args: string[], env: Record<string, string> = {}) {
+    super(
+      ["serve", ...args],
+      {
+        AGENTPLANE_DATA_DIR: dataDir,
+        AGENTPLANE_AUTH_MODE: "jwt",
+        AGENTPLANE_JWT_ISSUER: ISSUER,
+        AGENTPLANE_JWT_AUDIENCE: AUDIENCE,
+        AGENTPLANE_JWKS_URL: jwks.url,
+        AGENTPLANE_SECRET_KEY: Buffer.alloc(32, 7).toString("base64"),
+        AGENTPLANE_OUTBOUND_ALLOW: "127.0.0.0/8",
+        AGENTPLANE_LOG_LEVEL: "warn",
+        ...env,
+      },
+      port,
+    );
+  }
+
+  async call<T>(method: string, body: unknown): Promise<T> {
+    const res = await fetch(`${this.url}/platform.v1.PlatformService/${method}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "x-platform-tenant": "acme", "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    const text = await res.text();
+    if (res.status !== 200) throw new Error(`${method}: ${res.status} ${text}`);
+    return JSON.parse(text) as T;
+  }
+
+  async scrape(): Promise<string> {
+    const res = await fetch(`${this.url}/metrics`);
+    expect(res.status).toBe(200);
+    return res.text();
+  }
+
+  async stop(): Promise<void> {
+    if (this.exitCode === undefined) this.child.kill("SIGTERM");
+    await this.exit;
+  }
+}
+
+async function dataDir(): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), "agentplane-metrics-"));
+  dirs.push(dir);
+  await exec(process.execPath, [CLI, "tenant", "create", "acme", "--admin", OPERATOR], { env: { PATH: process.env.PATH ?? "", AGENTPLANE_DATA_DIR: dir } });
+  return dir;
+}
+
+async function agentsCalling(api: Serve): Promise<{ echo: string; fail: string }> {
+  const { skill } = await api.call<{ skill: { id: string } }>("CreateSkill", { skill: { name: "tools", mcpUrl: customer.url } });
+  const agent = async (tool: string, args: string) =>
+    (await api.call<{ agent: { id: string } }>("CreateAgent", { agent: { name: tool, skillIds: [skill.id], steps: [{ skillId: skill.id, tool, arguments: args }] } })).agent.id;
+  return { echo: await agent("echo", '{"text": "hi"}'), fail: await agent("fail", "{}") };
+}
+
+const runAgent = (api: Serve, id: string) => api.call("RunAgent", { id });
+
+beforeAll(async () => {
+  const { privateKey, publicKey } = await generateKeyPair("RS256");
+  jwks = await startJwksServer([{ ...(await exportJWK(publicKey)), kid: "k1", alg: "RS256", use: "sig" }]);
+  token = await new SignJWT({ scope: "platform:read platform:write" })
+    .setProtectedHeader({ alg: "RS256", kid: "k1", typ: "at+jwt" })
+    .setIssuer(ISSUER)
+    .setAudience(AUDIENCE)
+    .setSubject(OPERATOR)
+    .setIssuedAt()
+    .setExpirationTime("10m")
+    .sign(privateKey);
+  customer = await startOpenMcp();
+});
+
+afterAll(async () => {
+  CliProcess.killAll();
+  await sleep(100);
+  await customer?.close();
+  await jwks?.close();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+// Runs finished as the scrape reports them, once `n` are counted.
+const finished = (serve: Serve, labels: Record<string, string>, n: number) =>
+  waitFor(`${n} runs counted`, 20_000, async () => {
+    const text = await serve.scrape();
+    return (sampleValue(text, "agentplane_runs_finished_total", labels) ?? 0) >= n ? text : undefined;
+  }, 100);
+
+describe("/metrics with runs in worker threads", () => {
+  it("includes the threads' run and skill call counts, tenant-labelled by slug", async () => {
+    const serve = new Serve(await dataDir(), await freeLoopbackPort(), [], { AGENTPLANE_WORKER_THREADS: "2", AGENTPLANE_METRICS_TENANT_LABEL: "on" });
+    try {
+      await serve.ready("agentplane serve to be ready", 15_000);
+      const agents = await agentsCalling(serve);
+      for (let i = 0; i < 3; i++) await runAgent(serve, agents.echo);
+      await runAgent(serve, agents.fail);
+      await finished(serve, { status: "succeeded", error_kind: "none", tenant: "acme" }, 3);
+      const text = await finished(serve, { status: "failed", error_kind: "tool_error", tenant: "acme" }, 1);
+      expect(sampleValue(text, "agentplane_runs_finished_total", { status: "succeeded", error_kind: "none", tenant: "acme" })).toBe(3);
+      expect(sampleValue(text, "agentplane_skill_calls_total", { outcome: "ok", tenant: "acme" })).toBe(3);
+      expect(sampleValue(text, "agentplane_skill_calls_total", { outcome: "tool_error", tenant: "acme" })).toBe(1);
+      expect(sampleValue(text, "agentplane_run_duration_seconds_count", { status: "succeeded" })).toBe(3);
+      // Zero-initialized in every thread, summed: still zero.
+      expect(sampleValue(text, "agentplane_schedule_slots_total", { outcome: "missed" })).toBe(0);
+      // The JWKS was fetched by the HTTP thread, the counters kept there.
+      expect(sampleValue(text, "agentplane_jwks_fetches_total", { outcome: "ok" })).toBe(1);
+      expect(text).not.toMatch(/tenant="ten_/);
+      expect(duplicateFamilies(text)).toEqual([]);
+      // Counters never go back between scrapes.
+      expect(sampleValue(await serve.scrape(), "agentplane_skill_calls_total", { outcome: "ok", tenant: "acme" })).toBe(3);
+    } finally {
+      await serve.stop();
+    }
+  });
+
+  it("an api process reports the queue it fills; the worker process executing the runs reports them", async () => {
+    const dir = await dataDir();
+    const api = new Serve(dir, await freeLoopbackPort(), ["--role", "api"]);
+    let worker: Serve | undefined;
+    try {
+      await api.ready("the api process to be ready", 15_000);
+      const agents = await agentsCalling(api);
+      await runAgent(api, agents.echo);
+      await runAgent(api, agents.echo);
+      await sleep(1100);
+      const queued = await api.scrape();
+      expect(sampleValue(queued, "agentplane_runs_queued")).toBe(2);
+      expect(sampleValue(queued, "agentplane_runs_queued_oldest_age_seconds")).toBeGreaterThanOrEqual(1);
+
+      worker = new Serve(dir, await freeLoopbackPort(), ["--role", "worker"]);
+      await worker.ready("the worker process to be ready", 15_000);
+      const text = await finished(worker, { status: "succeeded", error_kind: "none" }, 2);
+      expect(sampleValue(text, "agentplane_skill_calls_total", { outcome: "ok" })).toBe(2);
+      // The api process executed nothing.
+      expect(sampleValue(await api.scrape(), "agentplane_runs_finished_total", { status: "succeeded", error_kind: "none" })).toBeUndefined();
+      // Read at most every 5 s: the api process sees the queue drained within that.
+      await waitFor("the queue to drain", 10_000, async () => (sampleValue(await api.scrape(), "agentplane_runs_queued") === 0 ? true : undefined), 250);
+    } finally {
+      await worker?.stop();
+      await api.stop();
+    }
+  });
+});
