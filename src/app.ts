@@ -14,6 +14,7 @@ import { projectRoot } from "./lib/project-root.js";
 import { join } from "node:path";
 import { devIssuerSurface } from "./surfaces/dev-issuer.js";
 import { h2cServerFactory } from "./surfaces/h2c-server.js";
+import { nameSpansByRoute, tracedServerFactory } from "./surfaces/request-spans.js";
 import { clientErrorHandler, DEFAULT_HTTP_LIMITS, type HttpLimits } from "./surfaces/http-limits.js";
 import { healthSurface } from "./surfaces/health.js";
 import { mcpSurface } from "./surfaces/mcp.js";
@@ -93,7 +94,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   const limits = options.http ?? DEFAULT_HTTP_LIMITS;
   const server = Fastify({
     loggerInstance: options.logger as FastifyBaseLogger,
-    serverFactory: h2cServerFactory(limits),
+    serverFactory: tracedServerFactory(h2cServerFactory(limits)),
     clientErrorHandler: clientErrorHandler(limits),
     // REST and MCP bodies; Connect reads its own (`readMaxBytes`), webhooks
     // set theirs.
@@ -154,6 +155,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   }
   const retention = new Retention({ store: options.store.retention, log, ...(options.retention ?? DEFAULT_RETENTION) });
   metrics.instrument(server);
+  nameSpansByRoute(server);
   metrics.openStreams(() => platform.openStreams());
 
   await server.register(healthSurface, { store: options.store, registry: metrics.registry, metricsToken: options.metricsToken });

@@ -16,6 +16,7 @@ import { createPlatform, type Platform } from "../service/platform.js";
 import { createOutboundFetch } from "../integrations/outbound/outbound.js";
 import { createSkillPool } from "../integrations/skill-pool-factory.js";
 import { WorkerThreads } from "../runtime/worker-threads.js";
+import { startTracing } from "./tracing.js";
 import { expressionOptions, runtimeOptions } from "./runtime-settings.js";
 import type { ThreadData } from "./worker-thread.js";
 
@@ -129,6 +130,8 @@ function execution(config: Config, logger: Logger, secretKey: string, report: (r
 }
 
 async function serveWith(config: Config, logger: Logger, authenticator: Authenticator, secretKey: string, devIssuer?: DevIssuer) {
+  const tracing = await startTracing(config.tracing, logger);
+  if (tracing) logger.info("traces are exported over OTLP (OTEL_* variables)");
   const store = await openStore(config);
   // Reports arrive from the threads only once the app has started them.
   const app: App = await buildApp({
@@ -158,6 +161,7 @@ async function serveWith(config: Config, logger: Logger, authenticator: Authenti
   const shutdown = async (signal: string) => {
     logger.info({ signal }, "shutting down: finishing or releasing in-flight runs");
     await app.stop();
+    await tracing?.shutdown();
     await store.close();
     process.exit(0);
   };

@@ -8,6 +8,7 @@ import { createLogger } from "../log.js";
 import { buildRuntime } from "../runtime/runtime.js";
 import type { FromThread, ToThread } from "../runtime/worker-threads.js";
 import { openStore } from "./commands.js";
+import { startTracing } from "./tracing.js";
 import { expressionOptions, runtimeOptions } from "./runtime-settings.js";
 
 export interface ThreadData {
@@ -38,6 +39,7 @@ const reporting = setInterval(() => {
 reporting.unref();
 const use = (mode: string) => (mode === "filter" ? "filter" : "step");
 
+const tracing = await startTracing(config.tracing, log);
 const store = await openStore(config);
 const expressions = expressionOptions(config);
 const runtime = buildRuntime({
@@ -65,6 +67,7 @@ port.on("message", (message: ToThread) => {
     case "stop":
       return void (async () => {
         await runtime.stop(message.graceMs);
+        await tracing?.shutdown();
         await store.close();
         // Ends this thread only, whatever handles (skill connections) are left.
         process.exit(0);

@@ -2,6 +2,7 @@ import { create, toJson } from "@bufbuild/protobuf";
 import { ValueSchema, durationFromMs, durationMs } from "@bufbuild/protobuf/wkt";
 import { AgentSchema, type Agent } from "../../gen/platform/v1/agent_pb.js";
 import { newId } from "../lib/ids.js";
+import { currentTraceParent } from "../lib/tracing.js";
 import type { AgentRow, AgentSpec } from "../store/rows.js";
 import { failedPrecondition, fromStoreError, invalidArgument, notFound } from "./errors.js";
 import { checkHttpUrl, checkJsonata } from "./expressions.js";
@@ -165,7 +166,7 @@ export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonM
       const runId = newId("run");
       const queued = await store.queue
         .insertMany(
-          [{ id: runId, tenantId: tenant.id, agentId: agent.id, input: json, status: "queued", steps: [], createTime: t, updateTime: t }],
+          [{ id: runId, tenantId: tenant.id, agentId: agent.id, input: json, status: "queued", steps: [], traceParent: currentTraceParent(), createTime: t, updateTime: t }],
           quotas.queuedRuns,
         )
         .catch(fromStoreError);
