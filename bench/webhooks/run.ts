@@ -22,7 +22,8 @@
 //
 // `tracing` mode: agentplane alone, with tracing off (no SDK, as by default)
 // and on (the SDK as `serve` starts it for OTEL_TRACES_EXPORTER=otlp, every
-// request sampled, OTLP/HTTP to a sink in a child process) in alternating
+// request sampled unless OTEL_TRACES_SAMPLER says otherwise, OTLP/HTTP to a
+// sink in a child process) in alternating
 // runs on the same server; on's throughput is reported as a ratio to off's.
 //
 // Every agentplane request carries a new Idempotency-Key, as real senders'
@@ -696,7 +697,8 @@ async function compareTracing(loadOpts: Load, duration: number, targets: Target[
 
 async function measureTracing(loadOpts: Load, duration: number, targets: Target[], sink: Awaited<ReturnType<typeof startOtlpSink>>, rounds: number): Promise<void> {
   process.env.OTEL_EXPORTER_OTLP_ENDPOINT = sink.url;
-  delete process.env.OTEL_TRACES_SAMPLER;
+  // Unset: every request sampled (parentbased_always_on, no traceparent sent).
+  const sampler = process.env.OTEL_TRACES_SAMPLER ?? "parentbased_always_on";
   // The SDK's complaints (spans dropped from a full queue, failed exports), counted.
   const complaints: string[] = [];
   const sdkLog = pino({ level: "warn" }, { write: (line: string) => void complaints.push(line) });
@@ -719,7 +721,7 @@ async function measureTracing(loadOpts: Load, duration: number, targets: Target[
   await preflight(t, loadOpts.body, true);
   t.startCounting();
   const order = Array.from({ length: rounds }, (_, i) => (i % 2 === 0 ? [false, true] : [true, false])).flat();
-  const name = (on: boolean) => (on ? "tracing on (every request sampled)" : "tracing off (default)");
+  const name = (on: boolean) => (on ? `tracing on (${sampler})` : "tracing off (default)");
   console.log(
     header(
       loadOpts,
