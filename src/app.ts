@@ -14,6 +14,7 @@ import { projectRoot } from "./lib/project-root.js";
 import { join } from "node:path";
 import { devIssuerSurface } from "./surfaces/dev-issuer.js";
 import { h2cServerFactory } from "./surfaces/h2c-server.js";
+import { nameSpansByRoute, tracedServerFactory } from "./surfaces/request-spans.js";
 import { clientErrorHandler, DEFAULT_HTTP_LIMITS, type HttpLimits } from "./surfaces/http-limits.js";
 import { healthSurface } from "./surfaces/health.js";
 import { mcpSurface } from "./surfaces/mcp.js";
@@ -100,7 +101,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   const limits = options.http ?? DEFAULT_HTTP_LIMITS;
   const server = Fastify({
     loggerInstance: options.logger as FastifyBaseLogger,
-    serverFactory: h2cServerFactory(limits),
+    serverFactory: tracedServerFactory(h2cServerFactory(limits)),
     clientErrorHandler: clientErrorHandler(limits),
     // REST and MCP bodies; Connect reads its own (`readMaxBytes`), webhooks
     // set theirs.
@@ -173,6 +174,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     accessLog(server, { log, slugOf: (id) => slugs.peek(id) });
   }
   metrics.instrument(server);
+  nameSpansByRoute(server);
   metrics.openStreams(() => platform.openStreams());
   metrics.readStore(options.store);
   const snapshots = execution?.metricSnapshots?.bind(execution);

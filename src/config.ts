@@ -62,6 +62,40 @@ export interface Config extends StoreConfig {
   retentionBatch: number;
   // The browser console's OAuth public client and what it requests.
   console: ConsoleSettings;
+  // Set: traces are exported (OTEL_TRACES_EXPORTER=otlp); unset, no SDK starts.
+  tracing?: TracingConfig;
+}
+
+// What the OpenTelemetry SDK reads itself (endpoint, headers, service name,
+// resource attributes, sampler, batching) stays in the OTEL_* variables; this
+// says that it is on, after the values it would silently ignore were checked.
+export interface TracingConfig {
+  exporter: "otlp";
+}
+
+const SAMPLERS = ["always_on", "always_off", "traceidratio", "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio"];
+
+function parseTracing(env: Env, problems: string[]): TracingConfig | undefined {
+  if (str(env, "OTEL_SDK_DISABLED")?.toLowerCase() === "true") return undefined;
+  const exporter = str(env, "OTEL_TRACES_EXPORTER") ?? "none";
+  if (exporter === "none") return undefined;
+  if (exporter !== "otlp") {
+    problems.push(`OTEL_TRACES_EXPORTER must be otlp or none, got "${exporter}"`);
+    return undefined;
+  }
+  const protocol = str(env, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") ?? str(env, "OTEL_EXPORTER_OTLP_PROTOCOL");
+  if (protocol !== undefined && protocol !== "http/protobuf")
+    problems.push(`OTEL_EXPORTER_OTLP_PROTOCOL (or OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) must be http/protobuf, the exporter this service ships, got "${protocol}"`);
+  for (const name of ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]) {
+    const url = str(env, name);
+    if (url !== undefined && !/^https?:\/\//i.test(url)) problems.push(`${name} must be an http(s) URL, got "${url}"`);
+  }
+  const sampler = str(env, "OTEL_TRACES_SAMPLER");
+  if (sampler !== undefined && !SAMPLERS.includes(sampler)) problems.push(`OTEL_TRACES_SAMPLER must be one of ${SAMPLERS.join(", ")}, got "${sampler}"`);
+  const ratio = str(env, "OTEL_TRACES_SAMPLER_ARG");
+  if (ratio !== undefined && sampler?.endsWith("traceidratio") && !(Number(ratio) >= 0 && Number(ratio) <= 1))
+    problems.push(`OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1, got "${ratio}"`);
+  return { exporter };
 }
 
 // Tenant-authored JSONata (trigger filters, step arguments): where it runs
@@ -360,6 +394,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     retentionDays: positiveInt(env, "AGENTPLANE_RETENTION_DAYS", 30, problems),
     retentionBatch: positiveInt(env, "AGENTPLANE_RETENTION_BATCH", 500, problems),
     console: parseConsole(env, auth, publicUrl),
+    tracing: parseTracing(env, problems),
   };
   try {
     new AddressPolicy(config.outbound.allow);

@@ -167,6 +167,15 @@ describe.each([
     for (let i = 0; i < rows.length; i += 1000) expect(await e.queue.insertMany(rows.slice(i, i + 1000))).toBe(true);
     return rows.map((r) => r.id);
   }
+  it("hands the trace context a run was queued with to whoever claims it", async () => {
+    const traceParent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    const traced = { ...runRow(tenant, agent), traceParent };
+    const untraced = runRow(tenant, agent);
+    expect(await e.queue.insertMany([traced, untraced])).toBe(true);
+    const claimed = await e.replica().claim("w1", 2, LEASE, 3, Date.now(), []);
+    expect(claimed.map((r) => [r.id, r.traceParent]).sort()).toEqual([[traced.id, traceParent], [untraced.id, null]].sort());
+  });
+
   describe("leases", () => {
     it("tells when the earliest lease expires", async () => {
       expect(await e.queue.nextLeaseExpiry()).toBeUndefined();

@@ -20,9 +20,16 @@
 // (the others: exact types, `*` and `**` patterns that do not); each size's
 // throughput is reported as a ratio to the one-trigger run.
 //
+// `tracing` mode: agentplane alone, with tracing off (no SDK, as by default)
+// and on (the SDK as `serve` starts it for OTEL_TRACES_EXPORTER=otlp, every
+// request sampled unless OTEL_TRACES_SAMPLER says otherwise, OTLP/HTTP to a
+// sink in a child process) in alternating
+// runs on the same server; on's throughput is reported as a ratio to off's.
+//
 // Every agentplane request carries a new Idempotency-Key, as real senders'
 // do. The bench reports; it does not fail on a missed target, only on a
 // request that was not answered 202 or on a failed database check.
+import { spawn } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
@@ -39,7 +46,10 @@ import {
   CreateTriggerRequestSchema,
   CreateWebhookSourceRequestSchema,
 } from "../../gen/platform/v1/platform_service_pb.js";
+import { context, diag, propagation, trace } from "@opentelemetry/api";
+import pino from "pino";
 import { buildApp, type App } from "../../src/app.js";
+import { startTracing, type Tracing } from "../../src/cli/tracing.js";
 import { newId } from "../../src/lib/ids.js";
 import { DEFAULT_QUOTAS } from "../../src/service/limits.js";
 import type { Authenticator, Principal } from "../../src/integrations/identity/index.js";
@@ -58,6 +68,7 @@ import {
   type LoadOptions,
   type LoadSummary,
 } from "../lib/load.js";
+import { positiveInt } from "../lib/env.js";
 import { describeHost, runBench } from "../lib/run.js";
 
 const TENANT = "bench";
@@ -649,16 +660,125 @@ async function compareTriggerCounts(loadOpts: Load, duration: number, targets: T
   await checkDatabases(agentplanes, agentplanes, measured, loadOpts.connections);
 }
 
+// An OTLP/HTTP receiver in a child process (a collector runs elsewhere, not
+// on the service's event loop): answers every export 200 and counts them.
+async function startOtlpSink(): Promise<{ url: string; stats(): Promise<{ exports: number; bytes: number }>; close(): void }> {
+  const program = `
+    let exports = 0, bytes = 0;
+    const server = require("node:http").createServer((req, res) => {
+      if (req.url === "/stats") return res.end(JSON.stringify({ exports, bytes }));
+      req.on("data", (c) => (bytes += c.length));
+      req.on("end", () => { exports++; res.writeHead(200, { "content-type": "application/x-protobuf" }).end(); });
+    });
+    server.listen(0, "127.0.0.1", () => process.stdout.write(String(server.address().port) + "\\n"));`;
+  const child = spawn(process.execPath, ["-e", program], { stdio: ["ignore", "pipe", "inherit"] });
+  process.once("exit", () => child.kill());
+  const port = await new Promise<string>((resolve, reject) => {
+    child.stdout.once("data", (d: Buffer) => resolve(d.toString().trim()));
+    child.once("exit", (code) => reject(new Error(`the OTLP sink exited (${code})`)));
+  });
+  const url = `http://127.0.0.1:${port}`;
+  return {
+    url,
+    stats: async () => (await (await fetch(`${url}/stats`)).json()) as { exports: number; bytes: number },
+    close: () => void child.kill(),
+  };
+}
+
+async function compareTracing(loadOpts: Load, duration: number, targets: Target[]): Promise<void> {
+  const rounds = positiveInt("BENCH_ROUNDS", 2);
+  const sink = await startOtlpSink();
+  try {
+    await measureTracing(loadOpts, duration, targets, sink, rounds);
+  } finally {
+    sink.close();
+  }
+}
+
+async function measureTracing(loadOpts: Load, duration: number, targets: Target[], sink: Awaited<ReturnType<typeof startOtlpSink>>, rounds: number): Promise<void> {
+  process.env.OTEL_EXPORTER_OTLP_ENDPOINT = sink.url;
+  // Unset: every request sampled (parentbased_always_on, no traceparent sent).
+  const sampler = process.env.OTEL_TRACES_SAMPLER ?? "parentbased_always_on";
+  // The SDK's complaints (spans dropped from a full queue, failed exports), counted.
+  const complaints: string[] = [];
+  const sdkLog = pino({ level: "warn" }, { write: (line: string) => void complaints.push(line) });
+  let tracing: Tracing | undefined;
+  const turn = async (on: boolean) => {
+    if (on && !tracing) tracing = await startTracing({ exporter: "otlp" }, sdkLog);
+    if (!on && tracing) {
+      await tracing.shutdown();
+      tracing = undefined;
+      // As a process that never started the SDK: the API's no-ops again.
+      trace.disable();
+      context.disable();
+      propagation.disable();
+      diag.disable();
+    }
+  };
+
+  const t = await startAgentplane("agentplane, window 0 ms (default)", undefined);
+  targets.push(t);
+  await preflight(t, loadOpts.body, true);
+  t.startCounting();
+  const order = Array.from({ length: rounds }, (_, i) => (i % 2 === 0 ? [false, true] : [true, false])).flat();
+  const name = (on: boolean) => (on ? `tracing on (${sampler})` : "tracing off (default)");
+  console.log(
+    header(
+      loadOpts,
+      duration,
+      `${NON_MATCHING_TRIGGERS + 1} webhook triggers, 1 matching, its filter ${MATCHING_FILTER}; OTLP/HTTP protobuf to a sink in a child process`,
+      order.map((on) => (on ? "on" : "off")).join(", "),
+    ),
+  );
+  let loads = 0;
+  let answered = 0;
+  const results = new Map<boolean, Result[]>([[false, []], [true, []]]);
+  for (const on of [false, true]) {
+    await turn(on);
+    process.stdout.write(`warm-up ${name(on)} ... `);
+    const r = await load(t, WARMUP_SECONDS, loadOpts, "warm-up");
+    loads++;
+    answered += r["2xx"];
+    console.log(`${perSec(r).toFixed(0)} events/s`);
+  }
+  for (const [i, on] of order.entries()) {
+    await turn(on);
+    process.stdout.write(`run ${i + 1}/${order.length} ${name(on)} ... `);
+    const r = await load(t, duration, loadOpts, `run ${i + 1}`);
+    loads++;
+    answered += r["2xx"];
+    results.get(on)!.push(r);
+    console.log(`${perSec(r).toFixed(0)} events/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms`);
+  }
+  await turn(false);
+
+  const off = summarize(name(false), results.get(false)!);
+  const on = summarize(name(true), results.get(true)!);
+  console.log("");
+  printLoadTable([off, on], { subject: "agentplane", unit: "events/s" });
+  const spread = (s: LoadSummary) => `${Math.min(...s.runs).toFixed(0)}–${Math.max(...s.runs).toFixed(0)}`;
+  const { exports, bytes } = await sink.stats();
+  console.log(
+    `\non / off: ${((on.perSec / off.perSec) * 100).toFixed(1)} % of events/s (off runs ${spread(off)}, on runs ${spread(on)}); ` +
+      `p50 ${off.p50.toFixed(1)} -> ${on.p50.toFixed(1)} ms, p99 ${off.p99.toFixed(1)} -> ${on.p99.toFixed(1)} ms`,
+  );
+  console.log(`exported: ${exports} OTLP requests, ${(bytes / 1e6).toFixed(1)} MB; SDK warnings: ${complaints.length}${complaints.length ? ` (first: ${JSON.parse(complaints[0]!).msg})` : ""}`);
+  await checkDatabases([t], [t], { summaries: new Map(), loads: new Map([[t, loads]]), answered: new Map([[t, answered]]) }, loadOpts.connections);
+}
+
+const MODES = { baselines: compareBaselines, triggers: compareTriggerCounts, tracing: compareTracing };
+
 // `run.js` compares agentplane with the two baselines; `run.js triggers`
-// compares tenants of 1 to 10,000 webhook triggers.
+// compares tenants of 1 to 10,000 webhook triggers; `run.js tracing`
+// compares tracing off and on.
 async function main(): Promise<void> {
   const mode = process.argv[2] ?? "baselines";
-  if (mode !== "baselines" && mode !== "triggers") throw new Error(`unknown mode "${mode}": baselines (default) or triggers`);
+  if (!(mode in MODES)) throw new Error(`unknown mode "${mode}": ${Object.keys(MODES).join(", ")} (baselines by default)`);
   const { duration, connections, workers } = loadSettingsFromEnv();
   const loadOpts = { connections, workers, body: eventBody() };
   const targets: Target[] = [];
   try {
-    await (mode === "triggers" ? compareTriggerCounts : compareBaselines)(loadOpts, duration, targets);
+    await MODES[mode as keyof typeof MODES](loadOpts, duration, targets);
   } finally {
     for (const t of targets.reverse()) await t.close();
   }

@@ -18,6 +18,7 @@ import { createPlatform, type Platform } from "../service/platform.js";
 import { createOutboundFetch } from "../integrations/outbound/outbound.js";
 import { createSkillPool } from "../integrations/skill-pool-factory.js";
 import { WorkerThreads } from "../runtime/worker-threads.js";
+import { startTracing } from "./tracing.js";
 import { expressionOptions, runtimeOptions } from "./runtime-settings.js";
 import type { ThreadData } from "./worker-thread.js";
 
@@ -131,6 +132,8 @@ function execution(config: Config, logger: Logger, secretKey: string) {
 }
 
 async function serveWith(config: Config, logger: Logger, metrics: Metrics, authenticator: Authenticator, secretKey: string, devIssuer?: DevIssuer) {
+  const tracing = await startTracing(config.tracing, logger);
+  if (tracing) logger.info("traces are exported over OTLP (OTEL_* variables)");
   const store = await openStore(config);
   const app: App = await buildApp({
     store,
@@ -161,6 +164,7 @@ async function serveWith(config: Config, logger: Logger, metrics: Metrics, authe
   const shutdown = async (signal: string) => {
     logger.info({ signal }, "shutting down: finishing or releasing in-flight runs");
     await app.stop();
+    await tracing?.shutdown();
     await store.close();
     process.exit(0);
   };

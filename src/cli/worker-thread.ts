@@ -10,6 +10,7 @@ import { createLogger } from "../log.js";
 import { buildRuntime } from "../runtime/runtime.js";
 import type { FromThread, ToThread } from "../runtime/worker-threads.js";
 import { openStore } from "./commands.js";
+import { startTracing } from "./tracing.js";
 import { expressionOptions, runtimeOptions } from "./runtime-settings.js";
 
 export interface ThreadData {
@@ -29,6 +30,7 @@ const log = createLogger(config.logLevel, { write: (line: string) => post({ type
 const metrics = new Registry();
 const observer = createDomainMetrics(metrics, config.metricsTenantLabel);
 
+const tracing = await startTracing(config.tracing, log);
 const store = await openStore(config);
 const expressions = expressionOptions(config);
 const runtime = buildRuntime({
@@ -55,6 +57,7 @@ port.on("message", (message: ToThread) => {
     case "stop":
       return void (async () => {
         await runtime.stop(message.graceMs);
+        await tracing?.shutdown();
         await store.close();
         // Ends this thread only, whatever handles (skill connections) are left.
         process.exit(0);

@@ -7,6 +7,8 @@ import type { AgentRow, RunRow, SkillRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import type { ExecutionContext, ExecutionResult, Executor } from "./executor.js";
 import type { ToolCaller } from "./tool-calls.js";
+import { traceStep } from "./run-tracing.js";
+import { ATTR } from "../lib/tracing.js";
 import type { ExpressionSandbox } from "../integrations/expressions/sandbox.js";
 import { NO_OBSERVER, type Observer } from "../lib/observer.js";
 
@@ -69,9 +71,12 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
       if (typeof args !== "object" || args === null || Array.isArray(args))
         throw new StepFailed(`steps[${i}].arguments must evaluate to an object, got ${JSON.stringify(args)}`);
       const skill = await skillOf(agent, planned.skillId);
-      const step = ctx.startStep({ kind: "tool_call", skillId: skill.id, tool: planned.tool, arguments: args });
-      const done = await tools.call(skill, planned.tool, args as Record<string, unknown>, signal, step);
-      step.end(done);
+      const done = await traceStep("tool_call", i, { [ATTR.skill]: skill.id, [ATTR.tool]: planned.tool }, async () => {
+        const step = ctx.startStep({ kind: "tool_call", skillId: skill.id, tool: planned.tool, arguments: args });
+        const done = await tools.call(skill, planned.tool, args as Record<string, unknown>, signal, step);
+        step.end(done);
+        return done;
+      }, (d) => d.error);
       if (done.error) throw new StepFailed(`steps[${i}] (${planned.tool}): ${done.error}`);
       results.push({ result: done.result });
       output = done.result;
@@ -96,7 +101,7 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
       }
     }
     // The model sees tool failures as text and may recover; the run records them.
-    const callForModel = async (name: string, rawArgs: string): Promise<string> => {
+    const callForModel = async (name: string, rawArgs: string, turn: number): Promise<string> => {
       const target = offered.get(name);
       if (!target) return `error: unknown tool ${name}`;
       let args: unknown;
@@ -106,9 +111,12 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
         return "error: arguments are not JSON";
       }
       if (typeof args !== "object" || args === null || Array.isArray(args)) return "error: arguments must be a JSON object";
-      const step = ctx.startStep({ kind: "tool_call", skillId: target.skill.id, tool: target.tool, arguments: args });
-      const done = await tools.call(target.skill, target.tool, args as Record<string, unknown>, signal, step);
-      step.end(done);
+      const done = await traceStep("tool_call", turn, { [ATTR.skill]: target.skill.id, [ATTR.tool]: target.tool }, async () => {
+        const step = ctx.startStep({ kind: "tool_call", skillId: target.skill.id, tool: target.tool, arguments: args });
+        const done = await tools.call(target.skill, target.tool, args as Record<string, unknown>, signal, step);
+        step.end(done);
+        return done;
+      }, (d) => d.error);
       return done.error ? `error: ${done.error}` : JSON.stringify(done.result);
     };
     const base = await context(run);
@@ -120,8 +128,10 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
       const step = ctx.startStep({ kind: "model_call", skillId: "", tool: config.model, arguments: { messages: messages.length, tools: definitions.length } });
       let reply;
       try {
-        reply = await models.complete(endpoint, { messages, tools: definitions }, signal, step, (outcome, seconds, tokens) =>
-          observer.modelCall(agent.tenantId, outcome, seconds, tokens),
+        reply = await traceStep("model_call", turn, {}, () =>
+          models.complete(endpoint, { messages, tools: definitions }, signal, step, (outcome, seconds, tokens) =>
+            observer.modelCall(agent.tenantId, outcome, seconds, tokens),
+          ),
         );
       } catch (err) {
         const error = err instanceof ModelError ? err.message : `model_error: ${(err as Error).message}`;
@@ -138,7 +148,7 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
       if (calls.length === 0) return { status: "succeeded", output: reply.content };
       for (const call of calls) {
         if (call.type !== "function") continue;
-        messages.push({ role: "tool", tool_call_id: call.id, content: await callForModel(call.function.name, call.function.arguments) });
+        messages.push({ role: "tool", tool_call_id: call.id, content: await callForModel(call.function.name, call.function.arguments, turn) });
       }
     }
     throw new StepFailed(`max_steps (${agent.maxSteps}) reached without a final answer`);

@@ -1,10 +1,12 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { SpanKind } from "@opentelemetry/api";
 import { SkillError } from "../integrations/mcp-client/errors.js";
 import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 import type { CallTries } from "../lib/call-tries.js";
 import { NO_OBSERVER, type Observer } from "../lib/observer.js";
 import { pause } from "../lib/pause.js";
 import type { SecretBox } from "../lib/secret-box.js";
+import { ATTR, failed, inSpan } from "../lib/tracing.js";
 import { skillConnection } from "../service/skill-connection.js";
 import type { SkillRow } from "../store/rows.js";
 
@@ -39,9 +41,18 @@ export function createToolCaller(skills: SkillPool, secrets: SecretBox, observer
         const started = performance.now();
         const took = () => (performance.now() - started) / 1000;
         try {
-          const client = await skills.client(connection);
-          const result = await client.callTool(tool, args, signal);
-          observer.skillCall(skill.tenantId, result.isError ? "tool_error" : "ok", took());
+          // One span per try; the customer's server gets its traceparent.
+          const result = await inSpan(
+            `tools/call ${tool}`,
+            { kind: SpanKind.CLIENT, attributes: { [ATTR.skill]: skill.id, [ATTR.tool]: tool, "mcp.method.name": "tools/call" } },
+            async (span) => {
+              const result = await (await skills.client(connection)).callTool(tool, args, signal);
+              if (result.isError) failed(span, "tool_error");
+              observer.skillCall(skill.tenantId, result.isError ? "tool_error" : "ok", took());
+              return result;
+            },
+            (err) => (err instanceof SkillError ? err.kind : "skill_error"),
+          );
           const value = resultValue(result);
           return { result: value, error: result.isError ? new SkillError("tool_error", JSON.stringify(value)).message : "" };
         } catch (err) {

@@ -6,6 +6,7 @@ import { pause } from "../lib/pause.js";
 import type { RunQueue, StoreSignals } from "../store/store.js";
 import { errorKindOf } from "./error-kinds.js";
 import type { ExecutionResult, Executor } from "./executor.js";
+import { traceOutcome, traceRun } from "./run-tracing.js";
 import { StepRecorder } from "./step-recorder.js";
 
 export interface WorkerOptions {
@@ -134,7 +135,7 @@ export class Worker {
   #launch(run: Parameters<Executor["execute"]>[0]): void {
     const controller = new AbortController();
     const entry = { controller, done: Promise.resolve() };
-    entry.done = this.#execute(run, controller).finally(() => {
+    entry.done = traceRun(run, () => this.#execute(run, controller)).finally(() => {
       if (this.#active.get(run.id) === entry) this.#active.delete(run.id);
       this.wake();
     });
@@ -162,6 +163,7 @@ export class Worker {
       result = { status: "failed", error: (err as Error).message };
     }
     const seconds = (performance.now() - started) / 1000;
+    traceOutcome(result);
     await recorder.close(result.status === "succeeded" ? "the run ended before the step did" : result.error);
     const outcome = { ...result, output: result.status === "succeeded" ? result.output : undefined, error: result.status === "succeeded" ? "" : result.error, steps: recorder.steps };
     // The outcome is retried until the store takes it (a full disk, a lock):

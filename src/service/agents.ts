@@ -2,6 +2,7 @@ import { create, toJson } from "@bufbuild/protobuf";
 import { ValueSchema, durationFromMs, durationMs } from "@bufbuild/protobuf/wkt";
 import { AgentSchema, type Agent } from "../../gen/platform/v1/agent_pb.js";
 import { newId } from "../lib/ids.js";
+import { currentTraceParent } from "../lib/tracing.js";
 import type { AgentRow, AgentSpec } from "../store/rows.js";
 import { failedPrecondition, fromStoreError, invalidArgument, notFound } from "./errors.js";
 import { checkHttpUrl, checkJsonata } from "./expressions.js";
@@ -163,7 +164,7 @@ export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonM
       if (nestsDeeperThan(json, jsonMaxDepth)) throw invalidArgument("input", `must not nest deeper than ${jsonMaxDepth} levels`);
       const t = now();
       const runId = newId("run");
-      const rows = [{ id: runId, tenantId: tenant.id, agentId: agent.id, input: json, status: "queued" as const, steps: [], createTime: t, updateTime: t }];
+      const rows = [{ id: runId, tenantId: tenant.id, agentId: agent.id, input: json, status: "queued" as const, steps: [], traceParent: currentTraceParent(), createTime: t, updateTime: t }];
       const queued = await store.queue.insertMany(rows, quotas.queuedRuns).catch(fromStoreError);
       if (!queued) throw quotaError(tenant.slug, quotas, "queuedRuns");
       onRunsQueued("run_agent", rows);

@@ -3,6 +3,7 @@ import { timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import { EventSchema, type Event } from "../../gen/platform/v1/event_pb.js";
 import type { EventRow } from "../store/rows.js";
 import { newId } from "../lib/ids.js";
+import { currentTraceParent } from "../lib/tracing.js";
 import { fromStoreError, notFound } from "./errors.js";
 import { runMessage } from "./runs.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
@@ -60,6 +61,7 @@ export function eventHandlers({ store, matcher, lookups, now, onRunsQueued, quot
         lookups.cachedTriggers(tenant.id, event.sourceId) ?? (await lookups.loadTriggers(tenant.id, event.sourceId).catch(fromStoreError));
       const matched = await matcher.matching(tenant.id, triggers.matching(event.eventType), event.eventType, event.payload);
       const t = now();
+      const traceParent = currentTraceParent();
       const rows = matched.map((m) => ({
         id: newId("run"),
         tenantId: tenant.id,
@@ -68,6 +70,7 @@ export function eventHandlers({ store, matcher, lookups, now, onRunsQueued, quot
         eventId: event.id,
         status: "queued" as const,
         steps: [],
+        traceParent,
         createTime: t,
         updateTime: t,
       }));

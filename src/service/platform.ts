@@ -2,6 +2,7 @@ import type { DescMethod } from "@bufbuild/protobuf";
 import { PlatformService } from "../../gen/platform/v1/platform_service_pb.js";
 import type { Authenticator } from "../integrations/identity/index.js";
 import type { SecretBox } from "../lib/secret-box.js";
+import { annotate, ATTR } from "../lib/tracing.js";
 import type { Store } from "../store/store.js";
 import { PLATFORM_ADMIN_SCOPE, createAccess, type CallerInput, type Surface } from "./access.js";
 import { notFound } from "./errors.js";
@@ -140,6 +141,7 @@ export function createPlatform(options: PlatformOptions) {
     // request is a message of `method.input`, built by the surface.
     async invoke(method: DescMethod, request: unknown, caller: CallerInput, surface: Surface): Promise<unknown> {
       const call = told(caller, await access.authorize(method, caller, surface));
+      if (call.tenant) annotate({ [ATTR.tenant]: call.tenant.id });
       const handler = handlers[method.localName as keyof PlatformHandlers] as (req: unknown, c: typeof call) => Promise<unknown>;
       return handler(request, call);
     },
@@ -148,6 +150,7 @@ export function createPlatform(options: PlatformOptions) {
     // or `signal` aborts (the caller went away).
     async *stream(method: DescMethod, request: unknown, caller: CallerInput, signal: AbortSignal): AsyncGenerator<unknown> {
       const call = told(caller, await access.authorize(method, caller, "api"));
+      if (call.tenant) annotate({ [ATTR.tenant]: call.tenant.id });
       const handler = streamHandlers[method.localName as keyof PlatformStreamHandlers] as (
         req: unknown,
         c: typeof call,

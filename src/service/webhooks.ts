@@ -1,5 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { newId } from "../lib/ids.js";
+import { annotate, ATTR, currentTraceParent, inSpan, tracer } from "../lib/tracing.js";
 import { webhookTokenDigest } from "../lib/webhook-token.js";
 import type { WebhookSourceRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
@@ -42,6 +44,9 @@ export type Accepted =
 // which tokens or sources exist.
 const unauthenticated = () => new ConnectError("invalid or missing webhook token", Code.Unauthenticated);
 
+// A refusal's kind on a span: the Connect code, as the answer names it.
+const refusalKind = (err: unknown) => (err instanceof ConnectError ? codeToString(err.code) : "internal");
+
 export function createWebhookIngestion(options: WebhookOptions) {
   const { store } = options;
   const now = options.now ?? Date.now;
@@ -67,13 +72,14 @@ export function createWebhookIngestion(options: WebhookOptions) {
       });
   }
 
-  return {
+  const ingestion = {
     // Before the body is read: who is sending (then `admit`: may it send now).
     async authenticate(token: string | undefined): Promise<WebhookSourceRow> {
       if (!token || !TOKEN_SHAPE.test(token)) throw unauthenticated();
       const digest = webhookTokenDigest(token);
       const source = lookups.cachedSource(digest, now()) ?? (await lookups.loadSource(digest, now()).catch(fromStoreError));
       if (!source || !source.enabled) throw unauthenticated();
+      annotate({ [ATTR.tenant]: source.tenantId, [ATTR.source]: source.id });
       return source;
     },
 
@@ -95,12 +101,19 @@ export function createWebhookIngestion(options: WebhookOptions) {
       const t = now();
       const triggers =
         lookups.cachedTriggers(source.tenantId, source.id) ?? (await lookups.loadTriggers(source.tenantId, source.id).catch(fromStoreError));
-      const matched = await matcher.matching(source.tenantId, triggers.matching(eventType), eventType, payload as Record<string, unknown>);
+      const match = tracer().startSpan("match triggers");
+      const matched = await matcher
+        .matching(source.tenantId, triggers.matching(eventType), eventType, payload as Record<string, unknown>)
+        .finally(() => match.end());
+      annotate({ [ATTR.eventType]: eventType, [ATTR.matched]: matched.length });
       if (matched.length) {
         const queued = queuedRuns.fresh(source.tenantId, t) ?? (await queuedRuns.get(source.tenantId, t).catch(fromStoreError));
         if (queued + matched.length > maxQueuedRuns) throw await overQuota(source.tenantId);
       }
       const eventId = newId("evt");
+      annotate({ [ATTR.event]: eventId });
+      // The runs' spans continue the ingest span's trace, wherever they execute.
+      const traceParent = currentTraceParent();
       const runs = matched.map((m) => ({
         id: newId("run"),
         tenantId: source.tenantId,
@@ -109,9 +122,11 @@ export function createWebhookIngestion(options: WebhookOptions) {
         eventId,
         status: "queued" as const,
         steps: [],
+        traceParent,
         createTime: t,
         updateTime: t,
       }));
+      const commit = tracer().startSpan("commit event");
       const result = await store.webhooks
         .ingest(
           {
@@ -131,7 +146,8 @@ export function createWebhookIngestion(options: WebhookOptions) {
           },
           IDEMPOTENCY_WINDOW_MS,
         )
-        .catch(fromStoreError);
+        .catch(fromStoreError)
+        .finally(() => commit.end());
       if (result.duplicate) return { status: 200, body: { event_id: result.eventId, duplicate: true } };
       if (matched.length) {
         queuedRuns.added(source.tenantId, matched.length);
@@ -139,6 +155,12 @@ export function createWebhookIngestion(options: WebhookOptions) {
       }
       return { status: 202, body: { event_id: result.eventId, matched_triggers: matched.length } };
     },
+  };
+  return {
+    ...ingestion,
+    // One span over validation, matching and the commit.
+    accept: (source: WebhookSourceRow, body: unknown, idempotencyKey: string | undefined): Promise<Accepted> =>
+      inSpan("ingest event", { attributes: { [ATTR.tenant]: source.tenantId, [ATTR.source]: source.id } }, () => ingestion.accept(source, body, idempotencyKey), refusalKind),
   };
 }
 

@@ -47,6 +47,8 @@ export interface CustomerMcp {
   url: string;
   /** HTTP requests that reached /mcp (any method, any status). */
   requests(): number;
+  /** The `traceparent` header of each request to /mcp ("" when absent), in order. */
+  traceparents(): string[];
   /** Requests to /mcp that passed authentication (all of them for an open server). */
   authorizedRequests(): number;
   /** Every tool invocation that reached a tool handler, in order. */
@@ -283,6 +285,7 @@ async function serveMcp(
 async function startHttp(setup: HttpServerSetup): Promise<RunningServer> {
   const state: ToolState = { calls: [], tracked: [], timers: new Set() };
   let requests = 0;
+  const traceparents: string[] = [];
   let authorized = 0;
   let redirects = 0;
   let failing = 0;
@@ -297,6 +300,7 @@ async function startHttp(setup: HttpServerSetup): Promise<RunningServer> {
       return;
     }
     requests += 1;
+    traceparents.push(String(req.headers.traceparent ?? ""));
     const decision = await setup.authenticate(req, mcpUrl);
     if (!decision.ok) {
       res.writeHead(decision.status, decision.headers);
@@ -354,6 +358,7 @@ async function startHttp(setup: HttpServerSetup): Promise<RunningServer> {
     mcp: {
       url: mcpUrl,
       requests: () => requests,
+      traceparents: () => [...traceparents],
       authorizedRequests: () => authorized,
       toolCalls: () => state.calls.map((c) => ({ ...c })),
       trackedCalls: () => state.tracked.map((c) => ({ ...c })),

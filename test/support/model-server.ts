@@ -74,6 +74,8 @@ export interface ModelServer {
   requests(): ChatRequest[];
   /** The Authorization header of each accepted request ("" when absent), aligned with requests(). */
   authorizations(): string[];
+  /** The `traceparent` header of each accepted request ("" when absent), aligned with requests(). */
+  traceparents(): string[];
   close(): Promise<void>;
 }
 
@@ -115,6 +117,7 @@ function defaultErrorBody(status: number): unknown {
 export async function startModelServer(script: ModelScript): Promise<ModelServer> {
   const received: ChatRequest[] = [];
   const auths: string[] = [];
+  const traceparents: string[] = [];
   let nextCallId = 1;
   let nextCompletionId = 1;
 
@@ -206,6 +209,7 @@ export async function startModelServer(script: ModelScript): Promise<ModelServer
     received.push(request);
     const auth = req.headers.authorization;
     auths.push(typeof auth === "string" ? auth : "");
+    traceparents.push(String(req.headers.traceparent ?? ""));
 
     const reply = await replyFor(request, index);
     if ("failure" in reply) {
@@ -233,6 +237,7 @@ export async function startModelServer(script: ModelScript): Promise<ModelServer
     baseUrl: `http://127.0.0.1:${port}/v1`,
     requests: () => [...received],
     authorizations: () => [...auths],
+    traceparents: () => [...traceparents],
     close: () =>
       new Promise<void>((resolve, reject) => {
         server.close((err) => (err ? reject(err) : resolve()));

@@ -2,6 +2,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
 import { OutboundBlockedError, type FetchLike } from "../outbound/guarded-fetch.js";
+import { propagatingFetch } from "../outbound/trace-context.js";
 import { clean, jsonReason } from "../outbound/upstream-reason.js";
 import { authenticatedFetch, type SkillAuth } from "./auth-fetch.js";
 import { SkillError } from "./errors.js";
@@ -56,7 +57,7 @@ export class SkillClient {
   static async connect(options: SkillClientOptions): Promise<SkillClient> {
     const client = new Client({ name: "agentplane", version: options.version });
     const transport = new StreamableHTTPClientTransport(new URL(options.url), {
-      fetch: authenticatedFetch(options.fetch, options.auth) as never, // the SDK's FetchLike is the web fetch signature
+      fetch: authenticatedFetch(propagatingFetch(options.fetch), options.auth) as never, // the SDK's FetchLike is the web fetch signature
     });
     try {
       await client.connect(transport, { timeout: options.callTimeoutMs });

@@ -2,7 +2,10 @@ import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUse
 import type { ChatCompletionMessage, ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
 import { OutboundBlockedError, ResponseTooLargeError, type FetchLike } from "../outbound/guarded-fetch.js";
 import { clean, errorReason } from "../outbound/upstream-reason.js";
+import { SpanKind } from "@opentelemetry/api";
 import type { CallTries } from "../../lib/call-tries.js";
+import { inSpan } from "../../lib/tracing.js";
+import { propagatingFetch } from "../outbound/trace-context.js";
 import { pause } from "../../lib/pause.js";
 
 // Why a model call failed, in words a run step can carry: `kind` is stable
@@ -106,12 +109,13 @@ function toModelError(err: unknown, origin: string): ModelError {
 export function createChatModel({ fetch, backoffMs = [500, 2000] }: ChatModelOptions): ChatModel {
   return {
     async complete(endpoint, request, signal, tries, observe = () => {}) {
-      const origin = new URL(endpoint.baseUrl).origin;
+      const url = new URL(endpoint.baseUrl);
+      const origin = url.origin;
       const client = new OpenAI({
         baseURL: endpoint.baseUrl,
         apiKey: endpoint.apiKey,
         maxRetries: 0,
-        fetch: fetch as never, // the client's Fetch type is the web fetch signature
+        fetch: propagatingFetch(fetch) as never, // the client's Fetch type is the web fetch signature
         // Never the operator's OPENAI_* environment on a tenant's endpoint.
         organization: null,
         project: null,
@@ -121,9 +125,19 @@ export function createChatModel({ fetch, backoffMs = [500, 2000] }: ChatModelOpt
         const started = performance.now();
         const took = () => (performance.now() - started) / 1000;
         try {
-          const completion = await client.chat.completions.create(
-            { model: endpoint.model, messages: request.messages, ...(request.tools.length ? { tools: request.tools } : {}) },
-            { signal },
+          // One span per try (GenAI conventions); the provider gets its traceparent.
+          const completion = await inSpan(
+            `chat ${endpoint.model}`,
+            { kind: SpanKind.CLIENT, attributes: { "gen_ai.operation.name": "chat", "gen_ai.request.model": endpoint.model, "server.address": url.hostname } },
+            async (span) => {
+              const completion = await client.chat.completions.create(
+                { model: endpoint.model, messages: request.messages, ...(request.tools.length ? { tools: request.tools } : {}) },
+                { signal },
+              );
+              span.setAttributes({ "gen_ai.usage.input_tokens": completion.usage?.prompt_tokens, "gen_ai.usage.output_tokens": completion.usage?.completion_tokens });
+              return completion;
+            },
+            (err) => (err instanceof APIUserAbortError || signal.aborted ? "cancelled" : toModelError(err, origin).kind),
           );
           const reply = completion.choices?.[0]?.message;
           if (!reply) throw new ModelError("model_error", `${origin} answered without a choice`);

@@ -41,6 +41,7 @@ interface PgRun {
   end_time: number | null;
   lease_owner: string | null;
   lease_expire_time: number | null;
+  trace_parent: string | null;
   create_time: number;
   update_time: number;
 }
@@ -61,6 +62,7 @@ const toRow = (r: PgRun): RunRow => ({
   endTime: r.end_time,
   leaseOwner: r.lease_owner,
   leaseExpireTime: r.lease_expire_time,
+  traceParent: r.trace_parent,
   createTime: r.create_time,
   updateTime: r.update_time,
 });

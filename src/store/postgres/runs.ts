@@ -9,7 +9,7 @@ import { idTime } from "../../lib/ids.js";
 // json_to_recordset: one prepared statement serves any number of rows, and
 // no row count meets the protocol's 65,535-parameter limit.
 const RUN_RECORD = `id text, tenant_id text, agent_id text, trigger_id text, event_id text, input jsonb, status text,
-  attempt integer, steps jsonb, error text, create_time bigint, update_time bigint`;
+  attempt integer, steps jsonb, error text, trace_parent text, create_time bigint, update_time bigint`;
 const RUN_COLUMNS = RUN_RECORD.split(",").map((c) => c.trim().split(" ")[0]).join(", ");
 
 // Inserts, as queued runs, the records of the JSON array parameter `param`
@@ -29,6 +29,7 @@ export const runRecord = (r: RunInsert) => ({
   attempt: 0,
   steps: [],
   error: "",
+  trace_parent: r.traceParent ?? null,
   create_time: r.createTime,
   update_time: r.updateTime,
 });

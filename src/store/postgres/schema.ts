@@ -168,6 +168,9 @@ export const runs = pgTable(
     endTime: ms("end_time"),
     leaseOwner: text("lease_owner"),
     leaseExpireTime: ms("lease_expire_time"),
+    // The W3C traceparent of what queued the run (tracing on), so that its
+    // execution, on any replica or thread, continues that trace.
+    traceParent: text("trace_parent"),
     ...times,
   },
   (t) => [

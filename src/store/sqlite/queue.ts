@@ -15,7 +15,7 @@ interface RawRun extends Omit<RunRow, "input" | "steps" | "output"> {
 // Column names as the Drizzle row shape uses them.
 const SELECT = `id, tenant_id as tenantId, agent_id as agentId, trigger_id as triggerId, event_id as eventId,
   input, status, attempt, steps, output, error, start_time as startTime, end_time as endTime,
-  lease_owner as leaseOwner, lease_expire_time as leaseExpireTime, create_time as createTime, update_time as updateTime`;
+  lease_owner as leaseOwner, lease_expire_time as leaseExpireTime, trace_parent as traceParent, create_time as createTime, update_time as updateTime`;
 
 const parse = (r: RawRun): RunRow => ({
   ...r,
@@ -195,8 +195,8 @@ type RunInsert = Parameters<RunQueue["insertMany"]>[0][number];
 // Queues one run; shared by ingestion, schedules and replays.
 export function prepareRunInsert(raw: Database.Database): { run(r: RunInsert): void } {
   const stmt = raw.prepare(
-    `insert into runs (id, tenant_id, agent_id, trigger_id, event_id, input, status, attempt, steps, error, create_time, update_time)
-     values (@id, @tenantId, @agentId, @triggerId, @eventId, @input, 'queued', 0, '[]', '', @createTime, @updateTime)`,
+    `insert into runs (id, tenant_id, agent_id, trigger_id, event_id, input, status, attempt, steps, error, trace_parent, create_time, update_time)
+     values (@id, @tenantId, @agentId, @triggerId, @eventId, @input, 'queued', 0, '[]', '', @traceParent, @createTime, @updateTime)`,
   );
   return {
     run: (r) =>
@@ -204,6 +204,7 @@ export function prepareRunInsert(raw: Database.Database): { run(r: RunInsert): v
         ...r,
         triggerId: r.triggerId ?? null,
         eventId: r.eventId ?? null,
+        traceParent: r.traceParent ?? null,
         input: r.input === undefined || r.input === null ? null : JSON.stringify(r.input),
       }),
   };

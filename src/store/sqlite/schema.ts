@@ -162,6 +162,9 @@ export const runs = sqliteTable(
     endTime: integer("end_time"),
     leaseOwner: text("lease_owner"),
     leaseExpireTime: integer("lease_expire_time"),
+    // The W3C traceparent of what queued the run (tracing on), so that its
+    // execution, on any replica or thread, continues that trace.
+    traceParent: text("trace_parent"),
     ...times,
   },
   (t) => [
