@@ -17,6 +17,7 @@ import { h2cServerFactory } from "./surfaces/h2c-server.js";
 import { clientErrorHandler, DEFAULT_HTTP_LIMITS, type HttpLimits } from "./surfaces/http-limits.js";
 import { healthSurface } from "./surfaces/health.js";
 import { mcpSurface } from "./surfaces/mcp.js";
+import { notFound } from "./surfaces/not-found.js";
 import { VERSION } from "./version.js";
 import { createOutboundFetch, DEFAULT_OUTBOUND, type OutboundOptions } from "./integrations/outbound/outbound.js";
 import { createSkillPool } from "./integrations/skill-pool-factory.js";
@@ -154,6 +155,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   }
   const retention = new Retention({ store: options.store.retention, log, ...(options.retention ?? DEFAULT_RETENTION) });
   metrics.instrument(server);
+  server.setNotFoundHandler(notFound);
   metrics.openStreams(() => platform.openStreams());
 
   await server.register(healthSurface, { store: options.store, registry: metrics.registry, metricsToken: options.metricsToken });
