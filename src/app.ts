@@ -18,6 +18,7 @@ import { nameSpansByRoute, tracedServerFactory } from "./surfaces/request-spans.
 import { clientErrorHandler, DEFAULT_HTTP_LIMITS, type HttpLimits } from "./surfaces/http-limits.js";
 import { healthSurface } from "./surfaces/health.js";
 import { mcpSurface } from "./surfaces/mcp.js";
+import { notFound } from "./surfaces/not-found.js";
 import { VERSION } from "./version.js";
 import { createOutboundFetch, DEFAULT_OUTBOUND, type OutboundOptions } from "./integrations/outbound/outbound.js";
 import { createSkillPool } from "./integrations/skill-pool-factory.js";
@@ -175,6 +176,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   }
   metrics.instrument(server);
   nameSpansByRoute(server);
+  server.setNotFoundHandler(notFound);
   metrics.openStreams(() => platform.openStreams());
   metrics.readStore(options.store);
   const snapshots = execution?.metricSnapshots?.bind(execution);

@@ -8,6 +8,7 @@ import { createAuthenticator } from "../src/integrations/identity/index.js";
 import { closedPort, startJwksServer, type JwksServer } from "./support/jwks-server.js";
 import { startIdp, type TestIdp } from "./support/oidc-idp.js";
 import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
 const AUD = "https://api.agentplane.test";
 const TENANT = "acme";
@@ -63,7 +64,7 @@ function forge(
 const listAgents = (headers: Record<string, string>, target: { url: string } = server) =>
   connectCall(target, "ListAgents", {}, headers);
 const createAgent = (headers: Record<string, string>, name: string) =>
-  connectCall(server, "CreateAgent", { agent: { name } }, headers);
+  connectCall(server, "CreateAgent", { agent: { name, model: PLACEHOLDER_MODEL } }, headers);
 
 beforeAll(async () => {
   idp = await startIdp({

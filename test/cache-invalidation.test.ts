@@ -8,6 +8,7 @@ import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { noopExecutor, type Executor } from "../src/runtime/executor.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
 type Json = Record<string, unknown>;
 
@@ -76,7 +77,7 @@ beforeAll(async () => {
   a = await startServer(options);
   b = await startServer({ ...options, dir: a.dir, runtime: { scheduler: true, executor } });
   await a.seedTenant("acme", [{ subject: issuer.clientId, role: "admin" }]);
-  agentId = ((await api(a, "CreateAgent", { agent: { name: "a" } })).agent as Json).id as string;
+  agentId = ((await api(a, "CreateAgent", { agent: { name: "a", model: PLACEHOLDER_MODEL } })).agent as Json).id as string;
 });
 afterAll(async () => {
   await b?.close();
@@ -192,7 +193,7 @@ describe("runs queued or cancelled through one process", () => {
   });
 
   it("are aborted on the other within 1 s, not at its next heartbeat", async () => {
-    blockingAgentId = ((await api(a, "CreateAgent", { agent: { name: "blocking" } })).agent as Json).id as string;
+    blockingAgentId = ((await api(a, "CreateAgent", { agent: { name: "blocking", model: PLACEHOLDER_MODEL } })).agent as Json).id as string;
     const source = await newSource("cancelled");
     const trigger = (
       await api(a, "CreateTrigger", { trigger: { agentId: blockingAgentId, webhook: { sourceId: source.id, eventTypePattern: "order.*" } } })

@@ -51,6 +51,8 @@ describe("agentplane CLI on PostgreSQL", () => {
     expect(migrated.stdout + migrated.stderr).not.toContain(`:${password}@`);
     const created = await agentplane(["tenant", "create", "acme", "--admin", "client-1"], env);
     expect(created).toMatchObject({ code: 0, stdout: expect.stringMatching(/created tenant acme \(ten_/) });
+    expect(created.stderr).toContain(`database postgres://${new URL(url).username}:***@${host}${pathname}`);
+    expect(created.stdout + created.stderr).not.toContain(password);
     expect((await agentplane(["member", "add", "acme", "client-2", "--role", "viewer"], env)).code).toBe(0);
     const dup = await agentplane(["tenant", "create", "acme"], env);
     expect(dup.code).toBe(1);

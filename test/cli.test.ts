@@ -1,6 +1,6 @@
 // The `agentplane` command as an operator runs it (the built binary).
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -107,5 +107,69 @@ describe("agentplane CLI", () => {
     const res = await agentplane(["frobnicate"]);
     expect(res.code).toBe(2);
     expect(res.stderr).toContain("usage:");
+  });
+
+  it("gives each command its own --help", async () => {
+    for (const args of [["tenant", "create", "--help"], ["tenant", "create", "-h"], ["member", "add", "acme", "--help"]]) {
+      const res = await agentplane(args);
+      expect({ args, code: res.code }).toEqual({ args, code: 0 });
+      const command = `agentplane ${args[0]} ${args[1]}`;
+      expect(res.stdout).toContain(command);
+      expect(res.stdout).not.toContain("skill probe");
+    }
+    const tenant = await agentplane(["tenant", "create", "--help"]);
+    expect(tenant.stdout).toContain("--admin <subject>");
+    expect(tenant.stdout).toContain("--display-name <name>");
+    const all = await agentplane(["--help"]);
+    expect(all.code).toBe(0);
+    for (const command of ["serve", "dev", "migrate", "tenant create", "member add", "source create", "skill probe"])
+      expect(all.stdout).toContain(`agentplane ${command}`);
+  });
+
+  it("refuses unknown options and extra arguments with the command's usage, exit 2", async () => {
+    const cases: [string[], string][] = [
+      [["tenant", "create", "acme", "--colour", "red"], "unknown option '--colour'"],
+      // Known to another command, not to this one.
+      [["member", "add", "acme", "someone", "--admin", "x"], "unknown option '--admin'"],
+      [["serve", "--nope"], "unknown option '--nope'"],
+      [["tenant", "create", "acme", "extra"], "unexpected argument \"extra\""],
+      [["member", "add", "--role"], "option '--role <value>' argument missing"],
+    ];
+    for (const [args, message] of cases) {
+      const res = await agentplane(args, { AGENTPLANE_DATA_DIR: join(dataDir, "untouched") });
+      expect({ args, code: res.code }).toEqual({ args, code: 2 });
+      expect(res.stderr).toContain(message);
+      expect(res.stderr).toContain(`usage: agentplane ${args[0]}`);
+    }
+    expect(existsSync(join(dataDir, "untouched"))).toBe(false);
+  });
+
+  it("says which database a store command uses, and creates nothing when the input is refused", async () => {
+    const fresh = join(dataDir, "fresh");
+    const env = { AGENTPLANE_DATA_DIR: fresh };
+    const refused: [string[], string][] = [
+      [["tenant", "create", "Not A Slug!"], "tenant.slug"],
+      [["tenant", "create", "acme", "--display-name", "x".repeat(201)], "tenant.display_name"],
+      [["member", "add", "acme", "x".repeat(1000)], "member.subject"],
+      [["member", "add", "acme", "someone", "--role", "owner"], "--role must be admin or viewer"],
+      [["source", "create", "acme", "x".repeat(201)], "webhook_source.name"],
+      [["source", "create", "Not A Slug!", "shop"], "tenant"],
+      // No database yet: no tenant to add to, and none is made to say so.
+      [["member", "add", "acme", "someone"], 'tenant "acme" not found'],
+      [["source", "create", "acme", "shop"], 'tenant "acme" not found'],
+    ];
+    for (const [args, message] of refused) {
+      const res = await agentplane(args, env);
+      expect({ args, code: res.code }).toEqual({ args, code: 1 });
+      expect(res.stderr).toContain(message);
+      expect({ args, created: existsSync(fresh) }).toEqual({ args, created: false });
+    }
+    const created = await agentplane(["tenant", "create", "acme"], env);
+    expect(created.code).toBe(0);
+    expect(created.stderr).toContain(`database ${join(fresh, "agentplane.db")}`);
+    const source = await agentplane(["source", "create", "acme", "shop"], env);
+    expect(source.code).toBe(0);
+    expect(source.stderr).toContain(`database ${join(fresh, "agentplane.db")}`);
+    expect(source.stdout).toContain("created webhook source shop");
   });
 });

@@ -9,6 +9,7 @@ import { PlatformService } from "../gen/platform/v1/platform_service_pb.js";
 import { createAuthenticator } from "../src/integrations/identity/index.js";
 import { startIdp, type TestIdp } from "./support/oidc-idp.js";
 import { startServer, type TestServer } from "./support/server.js";
+import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
 const AUD = "https://api.agentplane.test";
 const run = promisify(execFile);
@@ -52,7 +53,7 @@ describe("generated clients and buf curl", () => {
 
   it("takes an empty Value as no input: a binary client's RunAgent with `input: {}` queues a run, not an internal error", async () => {
     const client = createClient(PlatformService, transports[1]![1]());
-    const { agent } = await client.createAgent({ agent: { name: "empty input", description: "d" } }, { headers: headers() });
+    const { agent } = await client.createAgent({ agent: { name: "empty input", description: "d", model: PLACEHOLDER_MODEL } }, { headers: headers() });
     const { run } = await client.runAgent({ id: agent!.id, input: {} }, { headers: headers() });
     expect(run?.id).toMatch(/^run_/);
     expect(run?.input).toBeUndefined();
@@ -60,7 +61,7 @@ describe("generated clients and buf curl", () => {
 
   it.each(transports)("creates and lists agents over %s", async (name, transport) => {
     const client = createClient(PlatformService, transport());
-    const { agent } = await client.createAgent({ agent: { name: `via ${name}`, description: "d" } }, { headers: headers() });
+    const { agent } = await client.createAgent({ agent: { name: `via ${name}`, description: "d", model: PLACEHOLDER_MODEL } }, { headers: headers() });
     expect(agent?.id).toMatch(/^agt_/);
     expect(agent?.tenant).toBe("acme");
     const { agents } = await client.listAgents({}, { headers: headers() });

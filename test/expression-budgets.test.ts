@@ -7,6 +7,7 @@ import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
 type Json = Record<string, unknown>;
 
@@ -67,7 +68,7 @@ async function slowestHealthz<T>(work: () => Promise<T>): Promise<{ result: T; s
 async function tenantWithSource(slug: string): Promise<{ token: string; agentId: string }> {
   await server.seedTenant(slug, [{ subject: issuer.clientId, role: "admin" }]);
   const { token } = await must("CreateWebhookSource", { webhookSource: { name: "in" } }, slug);
-  const agent = (await must("CreateAgent", { agent: { name: "a" } }, slug)).agent as Json;
+  const agent = (await must("CreateAgent", { agent: { name: "a", model: PLACEHOLDER_MODEL } }, slug)).agent as Json;
   return { token: token as string, agentId: agent.id as string };
 }
 

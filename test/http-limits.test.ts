@@ -10,6 +10,7 @@ import { PlatformService } from "../gen/platform/v1/platform_service_pb.js";
 import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
 const MiB = 1024 * 1024;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -211,7 +212,7 @@ describe("body and header limits", () => {
     expect((err as ConnectError).code).toBe(Code.ResourceExhausted);
     expect((err as ConnectError).rawMessage).toMatch(/65536/);
     const { agent } = await client.createAgent(
-      { agent: { name: `small ${_name}`, description: "x".repeat(1024) } },
+      { agent: { name: `small ${_name}`, description: "x".repeat(1024), model: PLACEHOLDER_MODEL } },
       { headers: bearer(admin, "acme") },
     );
     expect(agent?.id).toMatch(/^agt_/);

@@ -13,6 +13,7 @@ import { TriggerIndex } from "../src/service/trigger-index.js";
 import type { TriggerRow } from "../src/store/rows.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
 type Json = Record<string, unknown>;
 
@@ -141,7 +142,7 @@ describe("webhook matching at 10,000 triggers", () => {
   async function tenant(slug: string): Promise<{ token: string; sourceId: string; agentId: string }> {
     await server.seedTenant(slug, [{ subject: issuer.clientId, role: "admin" }]);
     const created = await must("CreateWebhookSource", { webhookSource: { name: "in" } }, slug);
-    const agent = (await must("CreateAgent", { agent: { name: "a" } }, slug)).agent as Json;
+    const agent = (await must("CreateAgent", { agent: { name: "a", model: PLACEHOLDER_MODEL } }, slug)).agent as Json;
     return { token: created.token as string, sourceId: (created.webhookSource as Json).id as string, agentId: agent.id as string };
   }
 

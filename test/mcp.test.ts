@@ -7,6 +7,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { createAuthenticator } from "../src/integrations/identity/index.js";
 import { startIdp, type TestIdp } from "./support/oidc-idp.js";
 import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
 const AUD = "https://api.agentplane.test";
 const SCOPES = ["platform:read", "platform:write", "mcp:platform.read", "mcp:platform.write", "mcp:platform"];
@@ -243,7 +244,7 @@ describe("tools per scope and role", () => {
 
   it("creates with create_agent and the agent is visible through Connect", async () => {
     const client = await connect(token.adminWrite!);
-    const result = (await client.callTool({ name: "create_agent", arguments: { agent: { name: "via-mcp" } } })) as CallToolResult;
+    const result = (await client.callTool({ name: "create_agent", arguments: { agent: { name: "via-mcp", model: PLACEHOLDER_MODEL } } })) as CallToolResult;
     expect(result.isError).toBeFalsy();
     const agent = (result.structuredContent as { agent: Json }).agent;
     expect(agent).toMatchObject({ name: "via-mcp", tenant: "acme" });
@@ -273,7 +274,7 @@ describe("tools per scope and role", () => {
 
   it("accepts the legacy scope for reads and writes, still bounded by the role", async () => {
     const admin = await connect(token.adminLegacy!);
-    expect(((await admin.callTool({ name: "create_agent", arguments: { agent: { name: "legacy" } } })) as CallToolResult).isError).toBeFalsy();
+    expect(((await admin.callTool({ name: "create_agent", arguments: { agent: { name: "legacy", model: PLACEHOLDER_MODEL } } })) as CallToolResult).isError).toBeFalsy();
     expect(((await admin.callTool({ name: "list_agents", arguments: {} })) as CallToolResult).isError).toBeFalsy();
     await admin.close();
     const viewer = await connect(token.viewerLegacy!);
@@ -295,7 +296,7 @@ describe("tools per scope and role", () => {
 
   it("keeps another tenant's records invisible", async () => {
     const acme = await connect(token.adminWrite!);
-    const created = (await acme.callTool({ name: "create_agent", arguments: { agent: { name: "acme-only" } } })) as CallToolResult;
+    const created = (await acme.callTool({ name: "create_agent", arguments: { agent: { name: "acme-only", model: PLACEHOLDER_MODEL } } })) as CallToolResult;
     const id = ((created.structuredContent as { agent: Json }).agent.id) as string;
     await acme.close();
     const globex = await connect(token.globex!, { query: "globex" });
@@ -311,13 +312,27 @@ describe("tools per scope and role", () => {
 describe("one implementation behind every surface", () => {
   let agentId: string;
   beforeAll(async () => {
-    agentId = ((await connectCall(server, "CreateAgent", { agent: { name: "same-everywhere", description: "d" } }, bearer(token.adminApi!, "acme"))).body.agent as Json).id as string;
+    agentId = ((await connectCall(server, "CreateAgent", { agent: { name: "same-everywhere", description: "d", model: PLACEHOLDER_MODEL } }, bearer(token.adminApi!, "acme"))).body.agent as Json).id as string;
   });
 
-  const cases: { name: string; connect: [string, Json]; rest: string; mcp: [string, Json] }[] = [
-    { name: "list agents", connect: ["ListAgents", {}], rest: "/api/v1/agents", mcp: ["list_agents", {}] },
-    { name: "get agent", connect: ["GetAgent", { id: "$id" }], rest: "/api/v1/agents/$id", mcp: ["get_agent", { id: "$id" }] },
-    { name: "list runs", connect: ["ListRuns", {}], rest: "/api/v1/runs", mcp: ["list_runs", {}] },
+  // REST also answers empty lists and maps, which proto JSON (Connect, MCP) leaves out.
+  const emptyOfAgent = { allowedTools: {}, skillIds: [], steps: [] };
+  const cases: { name: string; connect: [string, Json]; rest: string; mcp: [string, Json]; restAdds?: (connect: Json) => Json }[] = [
+    {
+      name: "list agents",
+      connect: ["ListAgents", {}],
+      rest: "/api/v1/agents",
+      mcp: ["list_agents", {}],
+      restAdds: (b) => ({ agents: (b.agents as Json[]).map((a) => ({ ...emptyOfAgent, ...a })) }),
+    },
+    {
+      name: "get agent",
+      connect: ["GetAgent", { id: "$id" }],
+      rest: "/api/v1/agents/$id",
+      mcp: ["get_agent", { id: "$id" }],
+      restAdds: (b) => ({ agent: { ...emptyOfAgent, ...(b.agent as Json) } }),
+    },
+    { name: "list runs", connect: ["ListRuns", {}], rest: "/api/v1/runs", mcp: ["list_runs", {}], restAdds: (b) => ({ runs: [], ...b }) },
     { name: "unknown agent", connect: ["GetAgent", { id: "agt_00000000-0000-7000-8000-000000000000" }], rest: "/api/v1/agents/agt_00000000-0000-7000-8000-000000000000", mcp: ["get_agent", { id: "agt_00000000-0000-7000-8000-000000000000" }] },
   ];
 
@@ -330,7 +345,7 @@ describe("one implementation behind every surface", () => {
     const viaMcp = (await client.callTool({ name: c.mcp[0], arguments: fill(c.mcp[1]) })) as CallToolResult;
     await client.close();
 
-    expect(viaRest).toEqual({ status: viaConnect.status, body: viaConnect.body });
+    expect(viaRest).toEqual({ status: viaConnect.status, body: c.restAdds ? c.restAdds(viaConnect.body) : viaConnect.body });
     if (viaConnect.status === 200) {
       expect(viaMcp.isError).toBeFalsy();
       expect(viaMcp.structuredContent).toEqual(viaConnect.body);

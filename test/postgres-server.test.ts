@@ -6,6 +6,7 @@ import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { stopTestPostgres } from "./support/postgres.js";
 import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
 type Json = Record<string, unknown>;
 
@@ -59,7 +60,7 @@ describe("the HTTP server on PostgreSQL", () => {
   const ORDER = { event_type: "order.created", payload: { total: 250, items: [{ sku: "a-1", qty: 2 }] } };
 
   it("creates an agent over REST, a webhook source and a trigger over Connect", async () => {
-    const created = await rest("POST", "/agents", { agent: { name: "fulfil" } });
+    const created = await rest("POST", "/agents", { agent: { name: "fulfil", model: PLACEHOLDER_MODEL } });
     expect(created.status).toBe(201);
     agentId = (created.body.agent as Json).id as string;
     const body = await api("CreateWebhookSource", { webhookSource: { name: "shop" } });

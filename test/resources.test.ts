@@ -7,6 +7,7 @@ import { createHash } from "node:crypto";
 import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
 type Json = Record<string, unknown>;
 
@@ -38,7 +39,7 @@ describe("resources", () => {
 
   describe("agents over REST", () => {
     it("creates, reads, updates with a mask, lists and deletes", async () => {
-      const created = await rest("POST", "/agents", { agent: { name: "triage", description: "first", maxSteps: 4 } });
+      const created = await rest("POST", "/agents", { agent: { name: "triage", description: "first", maxSteps: 4, model: PLACEHOLDER_MODEL } });
       expect(created.status).toBe(201);
       const agent = created.body.agent as Json;
       expect(agent).toMatchObject({ name: "triage", description: "first", maxSteps: 4, timeout: "120s", enabled: true, tenant: "acme" });
@@ -95,7 +96,7 @@ describe("resources", () => {
     });
 
     it("pages newest first with opaque tokens", async () => {
-      for (let i = 0; i < 5; i++) await rest("POST", "/agents", { agent: { name: `page-${i}` } }, "globex");
+      for (let i = 0; i < 5; i++) await rest("POST", "/agents", { agent: { name: `page-${i}`, model: PLACEHOLDER_MODEL } }, "globex");
       const first = await rest("GET", "/agents?page_size=2", undefined, "globex");
       expect((first.body.agents as Json[]).map((a) => a.name)).toEqual(["page-4", "page-3"]);
       const second = await rest("GET", `/agents?page_size=2&page_token=${first.body.nextPageToken as string}`, undefined, "globex");
@@ -153,7 +154,7 @@ describe("resources", () => {
 
     it("refuses to delete a skill an agent uses", async () => {
       const skill = (await rest("POST", "/skills", { skill: { name: "s", mcpUrl: "http://s.example.com/mcp" } })).body.skill as Json;
-      const agent = (await rest("POST", "/agents", { agent: { name: "uses", skillIds: [skill.id] } })).body.agent as Json;
+      const agent = (await rest("POST", "/agents", { agent: { name: "uses", skillIds: [skill.id], model: PLACEHOLDER_MODEL } })).body.agent as Json;
       const res = await rest("DELETE", `/skills/${skill.id as string}`);
       expect(res).toMatchObject({ status: 400, body: { code: "failed_precondition" } });
       expect(res.body.message).toContain(agent.id as string);
@@ -192,7 +193,7 @@ describe("resources", () => {
   describe("triggers", () => {
     let agentId: string;
     beforeAll(async () => {
-      agentId = ((await rest("POST", "/agents", { agent: { name: "triggered" } })).body.agent as Json).id as string;
+      agentId = ((await rest("POST", "/agents", { agent: { name: "triggered", model: PLACEHOLDER_MODEL } })).body.agent as Json).id as string;
     });
 
     it("accepts webhook, schedule and manual triggers", async () => {
@@ -232,7 +233,7 @@ describe("resources", () => {
 
   describe("runs", () => {
     it("queues a manual run and cancels it", async () => {
-      const agent = (await rest("POST", "/agents", { agent: { name: "runnable" } })).body.agent as Json;
+      const agent = (await rest("POST", "/agents", { agent: { name: "runnable", model: PLACEHOLDER_MODEL } })).body.agent as Json;
       const queued = await rest("POST", `/agents/${agent.id as string}/run`, { input: { ticket: 42 } });
       expect(queued.status).toBe(200);
       const run = queued.body.run as Json;

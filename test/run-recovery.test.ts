@@ -8,6 +8,7 @@ import type { RunQueue } from "../src/store/store.js";
 import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
 type Json = Record<string, unknown>;
 
@@ -40,7 +41,7 @@ async function must(method: string, body: unknown): Promise<Json> {
 }
 
 it("finishes runs whose outcome could not be recorded once the store recovers, on the same attempt", async () => {
-  const agent = (await must("CreateAgent", { agent: { name: "a" } })).agent as Json;
+  const agent = (await must("CreateAgent", { agent: { name: "a", model: PLACEHOLDER_MODEL } })).agent as Json;
   diskFull = true;
   const ids: string[] = [];
   // Fewer runs than worker slots: a run whose outcome waits holds its slot.
@@ -66,7 +67,7 @@ it("finishes runs whose outcome could not be recorded once the store recovers, o
 it("claims again its own expired run whose outcome it gave up on (a restart is not needed)", async () => {
   // A run left `running` under this worker's own name with an expired lease,
   // which it no longer executes: as after a failed outcome in an older version.
-  const agent = (await must("CreateAgent", { agent: { name: "b" } })).agent as Json;
+  const agent = (await must("CreateAgent", { agent: { name: "b", model: PLACEHOLDER_MODEL } })).agent as Json;
   const owner = server.app.worker!.owner;
   server.app.worker!.wake = () => {}; // hold the worker back while the row is staged
   const id = ((await must("RunAgent", { id: agent.id, input: {} })).run as Json).id as string;

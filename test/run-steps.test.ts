@@ -180,7 +180,7 @@ describe("a model step", () => {
 
 describe("steps recorded before steps had a status", () => {
   it("derive it: ended ones by their error, an unended one running only while the run runs", async () => {
-    const agent = (await must("CreateAgent", { agent: { name: "legacy" } })).agent as Json;
+    const agent = (await must("CreateAgent", { agent: { name: "legacy", skillIds: [skillId], steps: [{ skillId, tool: "echo", arguments: '{"text": "then"}' }] } })).agent as Json;
     const db = (server.store as unknown as { db: { $client: Database.Database } }).db.$client;
     const t = Date.now();
     const old = (error: string, endTime?: number) => ({ kind: "tool_call", skillId: "", tool: "noop", arguments: {}, error, startTime: t, ...(endTime ? { endTime } : {}) });

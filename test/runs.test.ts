@@ -16,6 +16,7 @@ import { Worker } from "../src/runtime/worker.js";
 import { SignalHub } from "../src/store/signal-hub.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { bearer, connectCall, startServer, type TestServer, type TestServerOptions } from "./support/server.js";
+import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
 type Json = Record<string, unknown>;
 
@@ -95,7 +96,7 @@ function suite(options: Omit<TestServerOptions, "authenticator"> = {}): Suite {
 
   ctx.call = (method, body, tenant = "acme") => connectCall(ctx.server, method, body, bearer(ctx.token, tenant));
   ctx.createAgent = async (name) => {
-    const res = await ctx.call("CreateAgent", { agent: { name } });
+    const res = await ctx.call("CreateAgent", { agent: { name, model: PLACEHOLDER_MODEL } });
     expect(res.status).toBe(200);
     return (res.body.agent as Json).id as string;
   };
@@ -255,7 +256,7 @@ describe("runs", () => {
     const t = suite({ runtime: { executor, concurrency: 4 } });
 
     it("runs one at a time with max_concurrent_runs 1 while workers have room; the others wait queued", async () => {
-      const created = await t.call("CreateAgent", { agent: { name: "serial", maxConcurrentRuns: 1 } });
+      const created = await t.call("CreateAgent", { agent: { name: "serial", maxConcurrentRuns: 1, model: PLACEHOLDER_MODEL } });
       expect(created.status).toBe(200);
       expect(created.body.agent).toMatchObject({ maxConcurrentRuns: 1 });
       const agentId = (created.body.agent as Json).id as string;
@@ -284,7 +285,7 @@ describe("runs", () => {
       expect(lifted.status).toBe(200);
       expect(lifted.body.agent).not.toHaveProperty("maxConcurrentRuns");
       for (const bad of [-1, 1001]) {
-        const res = await t.call("CreateAgent", { agent: { name: "bad", maxConcurrentRuns: bad } });
+        const res = await t.call("CreateAgent", { agent: { name: "bad", maxConcurrentRuns: bad, model: PLACEHOLDER_MODEL } });
         expect(res.status).toBe(400);
         expect(res.body).toMatchObject({
           code: "invalid_argument",

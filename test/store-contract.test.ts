@@ -356,6 +356,19 @@ describe.each(engines)("Store contract on $name", (engine) => {
       expect(candidates.sort((x, y) => (x.id < y.id ? -1 : 1))).toEqual([forSource, anySource]);
     });
 
+    it("reads the runs of a page of events in one call, newest first, only the tenant's", async () => {
+      const two = ingestItem(tenantId, sourceId, agentId, {}, 2);
+      const none = ingestItem(tenantId, sourceId, agentId, {}, 0);
+      const one = ingestItem(tenantId, sourceId, agentId, {}, 1);
+      for (const item of [two, none, one]) await a.webhooks.ingest(item, DAY);
+      const byEvent = await b.runs.idsForEvents(tenantId, [two.event.id, none.event.id, one.event.id, "evt_missing"]);
+      expect([...byEvent.keys()].sort()).toEqual([two.event.id, one.event.id].sort());
+      expect(byEvent.get(two.event.id)).toEqual(await b.runs.idsForEvent(tenantId, two.event.id));
+      expect(byEvent.get(one.event.id)).toEqual([one.runs[0]!.id]);
+      expect((await b.runs.idsForEvents(await newTenant(), [two.event.id])).size).toBe(0);
+      expect((await b.runs.idsForEvents(tenantId, [])).size).toBe(0);
+    });
+
     it("commits the event with its runs and reports it", async () => {
       const item = ingestItem(tenantId, sourceId, agentId, {}, 2);
       expect(await a.webhooks.ingest(item, DAY)).toEqual({ duplicate: false, eventId: item.event.id });

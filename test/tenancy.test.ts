@@ -5,6 +5,7 @@ import { SignJWT, importJWK } from "jose";
 import { createAuthenticator } from "../src/integrations/identity/index.js";
 import { startIdp, type TestIdp } from "./support/oidc-idp.js";
 import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
 const AUD = "https://api.agentplane.test";
 const SCOPES = ["platform:read", "platform:write", "platform:admin"];
@@ -28,7 +29,7 @@ async function restGet(server: TestServer, path: string, headers: HeaderMap): Pr
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
-const agent = (name: string) => ({ agent: { name } });
+const agent = (name: string) => ({ agent: { name, model: PLACEHOLDER_MODEL } });
 
 describe("tenant authorization", () => {
   let idp: TestIdp;

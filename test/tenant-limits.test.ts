@@ -13,6 +13,7 @@ import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { Scheduler } from "../src/runtime/scheduler.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { bearer, connectCall, startServer, type TestServer, type TestServerOptions } from "./support/server.js";
+import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
 type Json = Record<string, unknown>;
 
@@ -76,7 +77,7 @@ async function newSource(s: TestServer): Promise<string> {
 }
 
 async function newAgent(s: TestServer, name = "worker"): Promise<string> {
-  return ((await ok(s, "CreateAgent", { agent: { name } })).agent as Json).id as string;
+  return ((await ok(s, "CreateAgent", { agent: { name, model: PLACEHOLDER_MODEL } })).agent as Json).id as string;
 }
 
 const nested = (depth: number) => "[".repeat(depth) + "]".repeat(depth);
@@ -331,7 +332,7 @@ describe("f. per-tenant quotas", () => {
   it("refuses creating past each resource cap with resource_exhausted naming the cap and its variable", async () => {
     const agentId = await newAgent(s, "one");
     await newAgent(s, "two");
-    expectExhausted(await call(s, "CreateAgent", { agent: { name: "three" } }), "tenant acme has 2 agents, the limit (AGENTPLANE_QUOTA_AGENTS)");
+    expectExhausted(await call(s, "CreateAgent", { agent: { name: "three", model: PLACEHOLDER_MODEL } }), "tenant acme has 2 agents, the limit (AGENTPLANE_QUOTA_AGENTS)");
     expect(count(s, "agents")).toBe(2);
 
     await ok(s, "CreateSkill", { skill: { name: "one", mcpUrl: "http://127.0.0.1:9/mcp" } });

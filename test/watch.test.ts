@@ -15,6 +15,7 @@ import { createAuthenticator } from "../src/integrations/identity/index.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { startIdp, type TestIdp } from "./support/oidc-idp.js";
 import { startServer, type TestServer, type TestServerOptions } from "./support/server.js";
+import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
 const AUD = "https://api.agentplane.test";
 const exec = promisify(execFile);
@@ -332,7 +333,7 @@ describe("on PostgreSQL, two replicas", () => {
     const onB = createClient(PlatformService, transport(b, "connect"));
     const opts = { headers: headers("ops", "acme") };
     const source = await onB.createWebhookSource({ webhookSource: { name: "shop" } }, opts);
-    const agentId = (await onB.createAgent({ agent: { name: "noop" } }, opts)).agent!.id;
+    const agentId = (await onB.createAgent({ agent: { name: "noop", model: PLACEHOLDER_MODEL } }, opts)).agent!.id;
     await onB.createTrigger({ trigger: { agentId, kind: { case: "webhook", value: { eventTypePattern: "order.*" } } } }, opts);
 
     const events = read((signal) => onA.watchEvents({}, { ...opts, signal }));

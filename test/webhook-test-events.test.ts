@@ -8,6 +8,7 @@ import { createAuthenticator } from "../src/integrations/identity/index.js";
 import { DEFAULT_QUOTAS } from "../src/service/limits.js";
 import { startIdp, type TestIdp } from "./support/oidc-idp.js";
 import { bearer, connectCall, startServer, type TestServer, type TestServerOptions } from "./support/server.js";
+import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
 const AUD = "https://api.agentplane.test";
 const SCOPES = ["platform:read", "platform:write", "mcp:platform.read", "mcp:platform.write"];
@@ -56,7 +57,7 @@ async function ok(server: TestServer, method: string, body: unknown, as = "admin
 async function setup(server: TestServer, tenant = "acme", as = "admin") {
   const created = await ok(server, "CreateWebhookSource", { webhookSource: { name: "shop" } }, as, tenant);
   const source = created.webhookSource as Json;
-  const agent = (await ok(server, "CreateAgent", { agent: { name: "fulfil" } }, as, tenant)).agent as Json;
+  const agent = (await ok(server, "CreateAgent", { agent: { name: "fulfil", model: PLACEHOLDER_MODEL } }, as, tenant)).agent as Json;
   const trigger = (await ok(server, "CreateTrigger", { trigger: { agentId: agent.id, webhook: { eventTypePattern: "order.*", sourceId: source.id } } }, as, tenant))
     .trigger as Json;
   return { sourceId: source.id as string, sourceToken: created.token as string, agentId: agent.id as string, triggerId: trigger.id as string };
@@ -118,8 +119,9 @@ describe("send test event", () => {
     const body = (await res.json()) as Json;
     expect(body).toEqual({ event: expect.objectContaining({ eventType: "invoice.paid", payload: { n: 1 }, sourceId: acme.sourceId }) });
     const event = body.event as Json;
-    expect(event.matchedTriggerIds).toBeUndefined();
-    expect(event.runIds).toBeUndefined();
+    // REST answers empty lists as [] (Connect's proto JSON leaves them out).
+    expect(event.matchedTriggerIds).toEqual([]);
+    expect(event.runIds).toEqual([]);
     expect((await events()).map((e) => e.id)).toContain(event.id);
   });
 

@@ -6,6 +6,7 @@ import Database from "better-sqlite3";
 import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
 type Json = Record<string, unknown>;
 
@@ -63,7 +64,7 @@ describe("webhook ingestion", () => {
     server = await startServer({ authenticator: issuer.authenticator(60), webhook: { maxBytes: 4096, ratePerSecond: 1000, burst: 1000 } });
     await server.seedTenant("acme", [{ subject: issuer.clientId, role: "admin" }]);
     source = await newSource(server, "shop");
-    agentId = ((await api(server, "CreateAgent", { agent: { name: "fulfil" } })).agent as Json).id as string;
+    agentId = ((await api(server, "CreateAgent", { agent: { name: "fulfil", model: PLACEHOLDER_MODEL } })).agent as Json).id as string;
     await api(server, "CreateTrigger", { trigger: { agentId, webhook: { eventTypePattern: "order.*" } } });
   });
   afterAll(() => server.close());
@@ -190,7 +191,7 @@ describe("webhook ingestion", () => {
 
     beforeAll(async () => {
       await server.seedTenant("matching", [{ subject: issuer.clientId, role: "admin" }]);
-      matchAgent = ((await api(server, "CreateAgent", { agent: { name: "m" } }, "matching")).agent as Json).id as string;
+      matchAgent = ((await api(server, "CreateAgent", { agent: { name: "m", model: PLACEHOLDER_MODEL } }, "matching")).agent as Json).id as string;
       sourceA = await newSource(server, "a", "matching");
       sourceB = await newSource(server, "b", "matching");
       const create = async (name: string, webhook: Json, enabled = true) => {

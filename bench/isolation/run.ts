@@ -85,7 +85,8 @@ async function start(dir: string): Promise<{ app: App; url: string }> {
 async function seed(app: App, slug: string, sources: number, triggers: [string, string][]): Promise<string[]> {
   const op = app.platform;
   await op.invokeAsOperator("createTenant", create(CreateTenantRequestSchema, { tenant: { slug, displayName: slug } }));
-  const { agent } = await op.invokeAsOperator("createAgent", create(CreateAgentRequestSchema, { agent: create(AgentSchema, { name: "a" }) }), slug);
+  // The no-op executor never calls the model; an agent needs one (or steps) to be saved.
+  const { agent } = await op.invokeAsOperator("createAgent", create(CreateAgentRequestSchema, { agent: create(AgentSchema, { name: "a", model: { baseUrl: "http://192.0.2.1/v1", model: "placeholder" } }) }), slug);
   const tokens: string[] = [];
   for (let i = 0; i < sources; i++) {
     const created = await op.invokeAsOperator("createWebhookSource", create(CreateWebhookSourceRequestSchema, { webhookSource: { name: `s${i}` } }), slug);

@@ -15,6 +15,11 @@ import type { Logger } from "pino";
 import { createLogger, lineWriter, prettyDestination } from "../log.js";
 import { createMetrics, type Metrics } from "../metrics.js";
 import { createPlatform, type Platform } from "../service/platform.js";
+import { invalidArgument } from "../service/errors.js";
+import { newMemberFields } from "../service/members.js";
+import { newTenantFields } from "../service/tenants.js";
+import { newWebhookSourceFields } from "../service/webhook-sources.js";
+import { isSlug } from "../service/validate.js";
 import { createOutboundFetch } from "../integrations/outbound/outbound.js";
 import { createSkillPool } from "../integrations/skill-pool-factory.js";
 import { WorkerThreads } from "../runtime/worker-threads.js";
@@ -41,9 +46,17 @@ export function openStore(config: StoreConfig = loadStoreConfig()) {
 }
 
 // Store commands run with the operator's authority; no key is needed for
-// records without secrets, so a throwaway key is fine here.
-async function operatorPlatform() {
-  const store = await openStore();
+// records without secrets, so a throwaway key is fine here. They say which
+// database they use (a wrong AGENTPLANE_DATA_DIR is the usual "not found").
+// `existing`: the command needs a tenant, so a SQLite file that is not there
+// yet is refused rather than created empty.
+async function operatorPlatform(existing?: { tenant: string }) {
+  const config = loadStoreConfig();
+  const options = storeOptions(config);
+  console.error(`database ${storeLocation(options)}`);
+  if (existing && config.databaseUrl === undefined && !existsSync(config.sqlitePath))
+    throw new Error(`tenant "${existing.tenant}" not found: there is no database at ${config.sqlitePath} yet (agentplane tenant create makes it)`);
+  const store = await openConfiguredStore(options);
   const deny: Authenticator = { authenticate: () => Promise.reject(new Error("not used by the CLI")) };
   return {
     store,
@@ -58,6 +71,11 @@ async function operatorPlatform() {
   };
 }
 
+// A tenant named on the command line; one that is not a slug cannot exist.
+function checkTenantSlug(tenant: string): void {
+  if (!isSlug(tenant)) throw invalidArgument("tenant", `"${tenant}" is not a tenant slug (^[a-z][a-z0-9-]{1,62}$)`);
+}
+
 export async function migrate(): Promise<void> {
   const config = loadStoreConfig();
   await (await openStore(config)).close();
@@ -65,7 +83,9 @@ export async function migrate(): Promise<void> {
 }
 
 export async function sourceCreate(tenant: string, name: string): Promise<void> {
-  const { store, platform } = await operatorPlatform();
+  checkTenantSlug(tenant);
+  newWebhookSourceFields({ name });
+  const { store, platform } = await operatorPlatform({ tenant });
   try {
     const { webhookSource, token } = await platform.invokeAsOperator(
       "createWebhookSource",
@@ -80,32 +100,38 @@ export async function sourceCreate(tenant: string, name: string): Promise<void> 
 }
 
 export async function tenantCreate(slug: string, admin: string | undefined, displayName = ""): Promise<void> {
+  newTenantFields({ slug, displayName });
+  if (admin !== undefined) newMemberFields({ subject: admin, role: Role.ADMIN });
   const { store, platform } = await operatorPlatform();
   try {
     const { tenant } = await platform.invokeAsOperator("createTenant", { $typeName: "platform.v1.CreateTenantRequest", tenant: { $typeName: "platform.v1.Tenant", id: "", slug, displayName } });
     console.log(`created tenant ${tenant?.slug} (${tenant?.id})`);
-    if (admin) await memberAdd(slug, admin, "admin", platform);
+    if (admin !== undefined) await addMember(platform, slug, admin, Role.ADMIN);
   } finally {
     await store.close();
   }
 }
 
-export async function memberAdd(tenant: string, subject: string, role: string, platform?: Platform): Promise<void> {
-  if (role !== "admin" && role !== "viewer") throw new Error(`--role must be admin or viewer, got "${role}"`);
-  if (!platform) {
-    const operator = await operatorPlatform();
-    try {
-      return await memberAdd(tenant, subject, role, operator.platform);
-    } finally {
-      await operator.store.close();
-    }
+export async function memberAdd(tenant: string, subject: string, roleName: string): Promise<void> {
+  if (roleName !== "admin" && roleName !== "viewer") throw new Error(`--role must be admin or viewer, got "${roleName}"`);
+  const role = roleName === "admin" ? Role.ADMIN : Role.VIEWER;
+  checkTenantSlug(tenant);
+  newMemberFields({ subject, role });
+  const { store, platform } = await operatorPlatform({ tenant });
+  try {
+    await addMember(platform, tenant, subject, role);
+  } finally {
+    await store.close();
   }
+}
+
+async function addMember(platform: Platform, tenant: string, subject: string, role: Role): Promise<void> {
   const { member } = await platform.invokeAsOperator(
     "addMember",
-    { $typeName: "platform.v1.AddMemberRequest", member: { $typeName: "platform.v1.Member", id: "", tenant, subject, role: role === "admin" ? Role.ADMIN : Role.VIEWER } },
+    { $typeName: "platform.v1.AddMemberRequest", member: { $typeName: "platform.v1.Member", id: "", tenant, subject, role } },
     tenant,
   );
-  console.log(`added ${member?.subject} to ${tenant} as ${role}`);
+  console.log(`added ${member?.subject} to ${tenant} as ${role === Role.ADMIN ? "admin" : "viewer"}`);
 }
 
 // Where runs execute: worker threads (`AGENTPLANE_WORKER_THREADS`), this

@@ -1,29 +1,94 @@
 #!/usr/bin/env node
-import { parseArgs } from "node:util";
+import { parseArgs, type ParseArgsConfig } from "node:util";
 import { ConfigError } from "../config.js";
 import { dev, memberAdd, migrate, serve, sourceCreate, tenantCreate } from "./commands.js";
 import { probeSkill } from "./probe.js";
 
-const USAGE = `usage:
-  agentplane serve [--role api|worker|all]          run the service (configured by AGENTPLANE_* variables);
-                                                     api: HTTP only, worker: executes runs, all (default): both
-  agentplane dev                                     run locally: SQLite in ./data, embedded token issuer
-  agentplane migrate                                 apply database migrations
-  agentplane tenant create <slug> [--admin <subject>] [--display-name <name>]
-  agentplane member add <tenant> <subject> [--role admin|viewer]
-  agentplane source create <tenant> <name>          create a webhook source; prints its token once
-  agentplane skill probe --url <mcp url> [--bearer T | --issuer I --client-id C --client-secret S [--scope S]...]
-                                                     connect as the runtime would and list the tools`;
+type Options = NonNullable<ParseArgsConfig["options"]>;
+type Values = Record<string, string | string[] | boolean | undefined>;
 
-async function main(argv: string[]): Promise<void> {
-  const { positionals, values } = parseArgs({
-    args: argv,
-    allowPositionals: true,
+interface Command {
+  name: string;
+  // Positional arguments, as the usage line shows them.
+  args: string[];
+  synopsis: string;
+  // Lines under the usage line: what it does, then each option.
+  help: string[];
+  options: Options;
+  run(args: string[], values: Values): Promise<void>;
+}
+
+const str = (v: Values[string]) => v as string | undefined;
+
+const COMMANDS: Command[] = [
+  {
+    name: "serve",
+    args: [],
+    synopsis: "[--role api|worker|all]",
+    help: [
+      "run the service, configured by AGENTPLANE_* variables (see the README)",
+      "--role api|worker|all   api: HTTP only, worker: executes runs, all (default): both",
+    ],
+    options: { role: { type: "string" } },
+    run: (_args, v) => serve(str(v.role)),
+  },
+  {
+    name: "dev",
+    args: [],
+    synopsis: "",
+    help: ["run locally: SQLite in ./data, embedded token issuer, a dev tenant"],
+    options: {},
+    run: () => dev(),
+  },
+  {
+    name: "migrate",
+    args: [],
+    synopsis: "",
+    help: ["apply database migrations (AGENTPLANE_DATABASE_URL, else SQLite in AGENTPLANE_DATA_DIR)"],
+    options: {},
+    run: () => migrate(),
+  },
+  {
+    name: "tenant create",
+    args: ["slug"],
+    synopsis: "<slug> [--admin <subject>] [--display-name <name>]",
+    help: [
+      "create a tenant",
+      "--admin <subject>       add this token subject as the tenant's admin",
+      "--display-name <name>   the name shown for it",
+    ],
+    options: { admin: { type: "string" }, "display-name": { type: "string" } },
+    run: ([slug], v) => tenantCreate(slug!, str(v.admin), str(v["display-name"])),
+  },
+  {
+    name: "member add",
+    args: ["tenant", "subject"],
+    synopsis: "<tenant> <subject> [--role admin|viewer]",
+    help: ["add a token subject to a tenant", "--role admin|viewer     default viewer"],
+    options: { role: { type: "string" } },
+    run: ([tenant, subject], v) => memberAdd(tenant!, subject!, str(v.role) ?? "viewer"),
+  },
+  {
+    name: "source create",
+    args: ["tenant", "name"],
+    synopsis: "<tenant> <name>",
+    help: ["create a webhook source; prints its token once"],
+    options: {},
+    run: ([tenant, name]) => sourceCreate(tenant!, name!),
+  },
+  {
+    name: "skill probe",
+    args: [],
+    synopsis: "--url <mcp url> [--bearer T | --issuer I --client-id C --client-secret S [--scope S]... [--audience A]]",
+    help: [
+      "connect to an MCP server as the runtime would and list its tools",
+      "(loopback and private addresses need AGENTPLANE_OUTBOUND_ALLOW)",
+      "--url <mcp url>           the server's Streamable HTTP endpoint",
+      "--bearer <token>          a static bearer token",
+      "--issuer <url>            OAuth client credentials: the authorization server",
+      "--client-id, --client-secret, --scope (repeatable), --audience",
+    ],
     options: {
-      admin: { type: "string" },
-      "display-name": { type: "string" },
-      // member add: admin|viewer (default viewer); serve: api|worker|all.
-      role: { type: "string" },
       url: { type: "string" },
       bearer: { type: "string" },
       issuer: { type: "string" },
@@ -31,51 +96,63 @@ async function main(argv: string[]): Promise<void> {
       "client-secret": { type: "string" },
       scope: { type: "string", multiple: true },
       audience: { type: "string" },
-      help: { type: "boolean", short: "h" },
     },
-  });
-  const [command, sub, ...rest] = positionals;
-  if (values.help || !command) return void console.log(USAGE);
-  switch (`${command}${sub && command !== "serve" && command !== "dev" && command !== "migrate" ? " " + sub : ""}`) {
-    case "serve":
-      return serve(values.role);
-    case "dev":
-      return dev();
-    case "migrate":
-      return migrate();
-    case "tenant create":
-      if (!rest[0]) throw new UsageError("tenant create needs a slug");
-      return tenantCreate(rest[0], values.admin, values["display-name"]);
-    case "source create":
-      if (!rest[0] || !rest[1]) throw new UsageError("source create needs a tenant and a name");
-      return sourceCreate(rest[0], rest[1]);
-    case "skill probe": {
-      if (!values.url) throw new UsageError("skill probe needs --url");
+    async run(_args, v) {
+      if (!v.url) throw new UsageError("skill probe needs --url", this);
       const allow = process.env.AGENTPLANE_OUTBOUND_ALLOW?.split(",").map((c) => c.trim()).filter(Boolean) ?? [];
       process.exitCode = await probeSkill({
-        url: values.url,
-        bearer: values.bearer,
-        issuer: values.issuer,
-        clientId: values["client-id"],
-        clientSecret: values["client-secret"],
-        scopes: values.scope ?? [],
-        audience: values.audience,
+        url: v.url as string,
+        bearer: str(v.bearer),
+        issuer: str(v.issuer),
+        clientId: str(v["client-id"]),
+        clientSecret: str(v["client-secret"]),
+        scopes: (v.scope as string[] | undefined) ?? [],
+        audience: str(v.audience),
         allow,
       });
-      return;
-    }
-    case "member add":
-      if (!rest[0] || !rest[1]) throw new UsageError("member add needs a tenant and a subject");
-      return memberAdd(rest[0], rest[1], values.role ?? "viewer");
-    default:
-      throw new UsageError(`unknown command "${positionals.join(" ")}"`);
+    },
+  },
+];
+
+const usageLine = (c: Command) => `agentplane ${c.name}${c.synopsis ? ` ${c.synopsis}` : ""}`;
+const USAGE = `usage:\n${COMMANDS.map((c) => `  ${usageLine(c)}\n      ${c.help[0]}`).join("\n")}\n\n'agentplane <command> --help' describes a command.`;
+const commandUsage = (c: Command) => `usage: ${usageLine(c)}\n${c.help.map((l) => `  ${l}`).join("\n")}`;
+
+class UsageError extends Error {
+  constructor(
+    message: string,
+    readonly command?: Command,
+  ) {
+    super(message);
   }
 }
 
-class UsageError extends Error {}
+async function main(argv: string[]): Promise<void> {
+  const words = argv.slice(0, 2).filter((w) => !w.startsWith("-"));
+  const command = COMMANDS.find((c) => c.name === words.join(" ") || c.name === words[0]);
+  if (!command) {
+    if (!argv.length || argv[0] === "--help" || argv[0] === "-h") return void console.log(USAGE);
+    throw new UsageError(`unknown command "${words.join(" ") || argv[0]}"`);
+  }
+  const rest = argv.slice(command.name.split(" ").length);
+  let parsed: { values: Values; positionals: string[] };
+  try {
+    parsed = parseArgs({ args: rest, allowPositionals: true, strict: true, options: { ...command.options, help: { type: "boolean", short: "h" } } });
+  } catch (err) {
+    // Node's messages name the option ("Unknown option '--x'"); the rest is advice for scripts.
+    const first = (err as Error).message.split(/\.\s/)[0] ?? "";
+    throw new UsageError(first.charAt(0).toLowerCase() + first.slice(1), command);
+  }
+  if (parsed.values.help) return void console.log(commandUsage(command));
+  const { positionals } = parsed;
+  if (positionals.length > command.args.length) throw new UsageError(`unexpected argument "${positionals[command.args.length]}"`, command);
+  const missing = command.args.slice(positionals.length);
+  if (missing.length) throw new UsageError(`${command.name} needs ${missing.map((a) => `<${a}>`).join(" and ")}`, command);
+  await command.run(positionals, parsed.values);
+}
 
 main(process.argv.slice(2)).catch((err: unknown) => {
-  if (err instanceof UsageError) console.error(`${err.message}\n${USAGE}`);
+  if (err instanceof UsageError) console.error(`${err.message}\n${err.command ? commandUsage(err.command) : USAGE}`);
   else if (err instanceof ConfigError) console.error(err.message);
   else console.error(`agentplane: ${(err as Error).message}`);
   process.exit(err instanceof UsageError ? 2 : 1);

@@ -3,7 +3,7 @@ import { ValueSchema, durationFromMs, durationMs } from "@bufbuild/protobuf/wkt"
 import { AgentSchema, type Agent } from "../../gen/platform/v1/agent_pb.js";
 import { newId } from "../lib/ids.js";
 import { currentTraceParent } from "../lib/tracing.js";
-import type { AgentRow, AgentSpec } from "../store/rows.js";
+import type { AgentRow, AgentSpec, SkillRow } from "../store/rows.js";
 import { failedPrecondition, fromStoreError, invalidArgument, notFound } from "./errors.js";
 import { checkHttpUrl, checkJsonata } from "./expressions.js";
 import { applyUpdateMask } from "./field-mask.js";
@@ -14,6 +14,7 @@ import { nestsDeeperThan } from "./json-depth.js";
 import { MAX_COUNT, MAX_LENGTH } from "./limits.js";
 import { insertWithinQuota, quotaError } from "./quotas.js";
 import { checkCount, checkLength, optionalText, requireId, requireText } from "./validate.js";
+import { checkStepArguments } from "./step-arguments.js";
 
 const DEFAULT_MAX_STEPS = 16;
 const MAX_MAX_STEPS = 256;
@@ -24,6 +25,11 @@ const UPDATABLE = [
   "name", "description", "instructions", "skill_ids", "allowed_tools", "steps", "model", "max_steps", "timeout", "enabled",
   "max_concurrent_runs",
 ] as const;
+
+// Budget of one step's arguments evaluated on the sample context at save.
+const SAMPLE_BUDGET_MS = 50;
+// Tool names a refusal lists before "…".
+const LISTED_TOOLS = 20;
 
 export const agentSecretContext = (id: string) => `agent:${id}:model.api_key`;
 
@@ -46,15 +52,53 @@ export function agentMessage(row: AgentRow): Agent {
   });
 }
 
-export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonMaxDepth }: ServiceDeps) {
-  // Validates an agent as a whole and returns the columns it is stored as.
-  async function columns(tenantId: string, agent: Agent, id: string, previousKey: string | null) {
+export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonMaxDepth, sandbox }: ServiceDeps) {
+  // What can be known at save time of whether the plan can run: a plan or a
+  // model, tools the skills list, arguments their input schemas can accept
+  // (see step-arguments.ts). Skills never listed are not judged.
+  async function checkPlan(tenantId: string, agent: Agent, steps: AgentSpec["steps"], skills: Map<string, SkillRow>) {
+    if (!steps.length && !agent.model)
+      throw invalidArgument("agent.steps", "set steps (a deterministic plan) or a model; an agent with neither has nothing to run");
+    for (const [i, step] of steps.entries()) {
+      const skill = skills.get(step.skillId)!;
+      if (skill.toolsRefreshTime === null) continue;
+      const tool = skill.tools.find((t) => t.name === step.tool);
+      if (!tool) {
+        const names = skill.tools.slice(0, LISTED_TOOLS).map((t) => t.name).join(", ") + (skill.tools.length > LISTED_TOOLS ? ", …" : "");
+        throw invalidArgument(
+          `agent.steps[${i}].tool`,
+          `skill "${skill.name}" has no tool "${step.tool}" (listed: ${names || "none"}); ` +
+            `if the server has it now, the stored list is stale: refresh it with RefreshSkillTools (POST /api/v1/skills/${skill.id}/refresh-tools)`,
+        );
+      }
+      // Earlier steps' results are unknown here; each is an empty object.
+      const sample = {
+        event: { id: "evt_sample", event_type: "sample", payload: {}, source_id: "src_sample", receive_time: new Date(0).toISOString() },
+        input: {},
+        steps: steps.slice(0, i).map(() => ({ result: {} })),
+      };
+      await checkStepArguments({
+        field: `agent.steps[${i}].arguments`,
+        tool: step.tool,
+        expression: step.arguments,
+        inputSchema: tool.inputSchema as Record<string, unknown>,
+        evaluate: async () => (await sandbox.evaluate(tenantId, [step.arguments], sample, SAMPLE_BUDGET_MS, "value"))[0]!,
+      });
+    }
+  }
+
+  // Validates an agent as a whole and returns the columns it is stored as;
+  // `plan`: also judge whether its plan can run (a create, or an update of
+  // its steps, model or skills).
+  async function columns(tenantId: string, agent: Agent, id: string, previousKey: string | null, plan: boolean) {
     checkCount("agent.skill_ids", agent.skillIds, MAX_COUNT.skillIds);
     const skillIds = [...new Set(agent.skillIds)];
+    const skills = new Map<string, SkillRow>();
     for (const [i, skillId] of skillIds.entries()) {
       requireId(`agent.skill_ids[${i}]`, skillId, "skl");
-      if (!(await store.skills.get(tenantId, skillId).catch(fromStoreError)))
-        throw invalidArgument(`agent.skill_ids[${i}]`, `skill "${skillId}" not found`);
+      const skill = await store.skills.get(tenantId, skillId).catch(fromStoreError);
+      if (!skill) throw invalidArgument(`agent.skill_ids[${i}]`, `skill "${skillId}" not found`);
+      skills.set(skillId, skill);
     }
     checkCount("agent.allowed_tools", Object.keys(agent.allowedTools), MAX_COUNT.allowedToolSkills);
     for (const [skillId, list] of Object.entries(agent.allowedTools)) {
@@ -93,7 +137,7 @@ export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonM
     const maxConcurrentRuns = agent.maxConcurrentRuns ?? 0;
     if (maxConcurrentRuns < 0 || maxConcurrentRuns > MAX_MAX_CONCURRENT_RUNS)
       throw invalidArgument("agent.max_concurrent_runs", `must be between 0 (no limit) and ${MAX_MAX_CONCURRENT_RUNS}`);
-    return {
+    const cols = {
       name: requireText("agent.name", agent.name, MAX_LENGTH.name),
       description: optionalText("agent.description", agent.description, MAX_LENGTH.description),
       instructions: optionalText("agent.instructions", agent.instructions, MAX_LENGTH.instructions),
@@ -110,6 +154,9 @@ export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonM
       // Stored as null for "no limit", which the queue does not look up.
       maxConcurrentRuns: maxConcurrentRuns || null,
     };
+    // Last: each field's own checks answer first, and only a well-formed plan is tried.
+    if (plan) await checkPlan(tenantId, agent, steps, skills);
+    return cols;
   }
 
   async function find(tenantId: string, id: string): Promise<AgentRow> {
@@ -134,7 +181,7 @@ export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonM
       const tenant = tenantOf(call);
       const id = newId("agt");
       const t = now();
-      const cols = await columns(tenant.id, agent ?? create(AgentSchema), id, null);
+      const cols = await columns(tenant.id, agent ?? create(AgentSchema), id, null, true);
       const row = await insertWithinQuota(store.agents, { id, tenantId: tenant.id, ...cols, createTime: t, updateTime: t }, tenant, quotas, "agents");
       return { agent: { ...agentMessage(row), tenant: tenant.slug } };
     },
@@ -142,8 +189,9 @@ export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonM
       const tenant = tenantOf(call);
       if (!agent?.id) throw invalidArgument("agent.id", "is required");
       const row = await find(tenant.id, agent.id);
-      const { merged } = applyUpdateMask(AgentSchema, agentMessage(row), agent, updateMask, UPDATABLE);
-      const cols = await columns(tenant.id, merged, row.id, row.modelApiKey);
+      const { merged, paths } = applyUpdateMask(AgentSchema, agentMessage(row), agent, updateMask, UPDATABLE);
+      const plan = paths.some((p) => ["steps", "model", "skill_ids"].includes(p.split(".")[0]!));
+      const cols = await columns(tenant.id, merged, row.id, row.modelApiKey, plan);
       const updated = await store.agents.update(tenant.id, row.id, { ...cols, updateTime: now() }).catch(fromStoreError);
       if (!updated) throw notFound("agent", agent.id);
       return { agent: { ...agentMessage(updated), tenant: tenant.slug } };

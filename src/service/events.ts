@@ -44,7 +44,8 @@ export function eventHandlers({ store, matcher, lookups, now, onRunsQueued, quot
         })
         .catch(fromStoreError);
       const { items, nextPageToken } = page(rows, q.limit);
-      return { events: items.map((r) => ({ ...eventMessage(r), tenant: tenant.slug })), nextPageToken };
+      const runIds = await store.runs.idsForEvents(tenant.id, items.map((r) => r.id)).catch(fromStoreError);
+      return { events: items.map((r) => ({ ...eventMessage(r, runIds.get(r.id)), tenant: tenant.slug })), nextPageToken };
     },
     async getEvent({ id }, call) {
       const tenant = tenantOf(call);

@@ -1,3 +1,4 @@
+import type { ExpressionSandbox } from "../integrations/expressions/sandbox.js";
 import type { MessageInitShape, MessageShape } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { PlatformService } from "../../gen/platform/v1/platform_service_pb.js";
@@ -62,6 +63,8 @@ export interface ServiceDeps {
   webhooks: WebhookIngestion;
   // The caller's own standing, for caller operations.
   roles: CallerRoles;
+  // Where tenant JSONata runs (a plan's arguments tried on a sample at save).
+  sandbox: ExpressionSandbox;
 }
 
 // Tenant operations always have a tenant once authorized.

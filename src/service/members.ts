@@ -18,6 +18,14 @@ function roleName(role: Role): "admin" | "viewer" {
   throw invalidArgument("member.role", "must be ROLE_ADMIN or ROLE_VIEWER");
 }
 
+// A new member's fields, checked without the store (see newTenantFields).
+export function newMemberFields(member: { subject: string; role: Role } | undefined) {
+  return {
+    subject: requireText("member.subject", member?.subject ?? "", MAX_LENGTH.subject),
+    role: roleName(member?.role ?? Role.UNSPECIFIED),
+  };
+}
+
 function memberMessage(row: MemberRow, tenant: string): Member {
   return create(MemberSchema, {
     id: row.id,
@@ -42,11 +50,11 @@ export function memberHandlers({ store, now, quotas }: ServiceDeps) {
     },
     async addMember({ member }, call) {
       const tenant = tenantOf(call);
-      const subject = requireText("member.subject", member?.subject ?? "", MAX_LENGTH.subject);
+      const { subject, role } = newMemberFields(member);
       const t = now();
       const row = await insertWithinQuota(
         store.members,
-        { id: newId("mem"), tenantId: tenant.id, subject, role: roleName(member?.role ?? Role.UNSPECIFIED), createTime: t, updateTime: t },
+        { id: newId("mem"), tenantId: tenant.id, subject, role, createTime: t, updateTime: t },
         tenant,
         quotas,
         "members",

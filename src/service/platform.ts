@@ -96,6 +96,7 @@ export function createPlatform(options: PlatformOptions) {
     jsonMaxDepth,
     webhooks,
     roles: access.roles,
+    sandbox: options.sandbox,
   };
   const handlers: PlatformHandlers = {
     ...tenantHandlers(deps),

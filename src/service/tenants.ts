@@ -13,6 +13,14 @@ export function tenantMessage(row: TenantRow): Tenant {
   return create(TenantSchema, { id: row.id, slug: row.slug, displayName: row.displayName, ...times(row) });
 }
 
+// A new tenant's fields, checked without the store (the CLI checks them
+// before it opens, or creates, a database).
+export function newTenantFields(tenant: { slug: string; displayName: string } | undefined) {
+  const slug = tenant?.slug ?? "";
+  if (!isSlug(slug)) throw invalidArgument("tenant.slug", "must match ^[a-z][a-z0-9-]{1,62}$");
+  return { slug, displayName: optionalText("tenant.display_name", tenant?.displayName ?? "", MAX_LENGTH.displayName) };
+}
+
 export function tenantHandlers({ store, now }: ServiceDeps) {
   async function find(id: string): Promise<TenantRow> {
     const row = await store.tenants.get(id).catch(fromStoreError);
@@ -22,14 +30,13 @@ export function tenantHandlers({ store, now }: ServiceDeps) {
 
   return {
     async createTenant({ tenant }) {
-      const slug = tenant?.slug ?? "";
-      if (!isSlug(slug)) throw invalidArgument("tenant.slug", "must match ^[a-z][a-z0-9-]{1,62}$");
+      const { slug, displayName } = newTenantFields(tenant);
       const t = now();
       const row = await store.tenants
         .insert({
           id: newId("ten"),
           slug,
-          displayName: optionalText("tenant.display_name", tenant?.displayName ?? "", MAX_LENGTH.displayName),
+          displayName,
           createTime: t,
           updateTime: t,
         })

@@ -17,6 +17,11 @@ const UPDATABLE = ["name", "enabled"] as const;
 export const DEFAULT_ROTATION_GRACE_MS = 24 * 3600_000;
 const MAX_ROTATION_GRACE_MS = 30 * 24 * 3600_000;
 
+// A new source's fields, checked without the store (see newTenantFields).
+export function newWebhookSourceFields(source: { name: string; enabled?: boolean } | undefined) {
+  return { name: requireText("webhook_source.name", source?.name ?? "", MAX_LENGTH.name), enabled: source?.enabled ?? true };
+}
+
 export function webhookSourceMessage(row: WebhookSourceRow, now: number): WebhookSource {
   const graceLeft = row.previousTokenExpireTime !== null && row.previousTokenExpireTime > now;
   return create(WebhookSourceSchema, {
@@ -58,8 +63,7 @@ export function webhookSourceHandlers({ store, now, quotas, webhooks }: ServiceD
         {
           id: newId("src"),
           tenantId: tenant.id,
-          name: requireText("webhook_source.name", webhookSource?.name ?? "", MAX_LENGTH.name),
-          enabled: webhookSource?.enabled ?? true,
+          ...newWebhookSourceFields(webhookSource),
           tokenDigest: webhookTokenDigest(token),
           createTime: t,
           updateTime: t,

@@ -27,5 +27,7 @@ export function storeLocation(options: OpenStoreOptions): string {
   if (options.databaseUrl === undefined) return options.sqlite.path;
   const url = new URL(options.databaseUrl);
   if (url.password) url.password = "***";
+  // libpq's form of the same.
+  if (url.searchParams.has("password")) url.searchParams.set("password", "***");
   return url.toString();
 }

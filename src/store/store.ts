@@ -91,6 +91,9 @@ export interface EventStore extends TenantRepo<EventRow, EventInsert> {
 
 export interface RunStore extends TenantRepo<RunRow, RunInsert> {
   idsForEvent(tenantId: string, eventId: string): Promise<string[]>;
+  // The runs of each of these events (a page of them), newest first, in one
+  // query; events without runs are absent from the map.
+  idsForEvents(tenantId: string, eventIds: string[]): Promise<Map<string, string[]>>;
   // Runs of the tenant waiting to be claimed.
   queuedCount(tenantId: string): Promise<number>;
   // Per tenant with queued runs: how many, and when the oldest was created

@@ -1,4 +1,4 @@
-import { ScalarType, create, fromJson, toJson, type DescField, type DescMethod, type JsonObject } from "@bufbuild/protobuf";
+import { ScalarType, create, fromJson, type DescEnum, type DescField, type DescMethod, type JsonObject } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { invalidArgument } from "../service/errors.js";
@@ -6,18 +6,30 @@ import type { Platform } from "../service/platform.js";
 import { callerFromHeaders, nodeHeaderGetter } from "./caller.js";
 import { httpError } from "./errors.js";
 import { openApiDocument } from "./openapi.js";
+import { restJson } from "./rest-json.js";
 import { deriveRestRoutes, type RestRoute } from "./rest-routes.js";
 
 const lowerCamel = (path: string) => path.replace(/_([a-z0-9])/g, (_m, c: string) => c.toUpperCase());
 
 // Query strings carry only strings; proto JSON wants real booleans, and
 // field masks in lowerCamelCase (REST users write `update_mask=display_name`).
-// Numbers, enums and timestamps parse from strings as they are.
+// Enums take their short name in any case (`status=failed`) as well as the
+// proto name. Numbers and timestamps parse from strings as they are.
 function queryValue(field: DescField, raw: string): unknown {
   if (field.fieldKind === "scalar" && field.scalar === ScalarType.BOOL) return raw === "true" ? true : raw === "false" ? false : raw;
+  if (field.fieldKind === "enum") return enumName(field, field.enum, raw);
   if (field.fieldKind === "message" && field.message.typeName === "google.protobuf.FieldMask")
     return raw.split(",").map(lowerCamel).join(",");
   return raw;
+}
+
+function enumName(field: DescField, desc: DescEnum, raw: string): string {
+  const wanted = raw.toLowerCase();
+  // `localName` is the name without the enum's shared prefix (`FAILED`).
+  const value = desc.values.find((v) => v.name.toLowerCase() === wanted || v.localName.toLowerCase() === wanted);
+  if (value) return value.name;
+  const names = desc.values.filter((v) => v.number !== 0).map((v) => v.localName.toLowerCase());
+  throw invalidArgument(field.name, `"${raw}" is not one of ${names.join(", ")}`);
 }
 
 function requestJson(route: RestRoute, req: FastifyRequest): JsonObject {
@@ -56,6 +68,12 @@ function parseRequest(method: DescMethod, json: JsonObject) {
 // input message and calls the same platform implementation as Connect.
 export async function restSurface(app: FastifyInstance, opts: { platform: Platform; version: string }): Promise<void> {
   const { platform } = opts;
+  // `Content-Type: application/json` with no body (curl -X DELETE -H … as
+  // many clients send it) is a request without a body, not bad JSON.
+  const json = app.getDefaultJsonParser("error", "error");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) =>
+    body === "" ? done(null, undefined) : json(req, body as string, done),
+  );
   app.setErrorHandler((err, _req, reply) => {
     // Fastify's own refusals (bad JSON, wrong content type, too large) keep
     // their status but use the Connect error shape.
@@ -78,7 +96,7 @@ export async function restSurface(app: FastifyInstance, opts: { platform: Platfo
         try {
           const message = parseRequest(route.method, requestJson(route, req));
           const result = await platform.invoke(route.method, message, callerFromHeaders(nodeHeaderGetter(req.headers), undefined, req), "api");
-          const output = toJson(route.method.output, create(route.method.output, result as never)); // `result` is the handler's init shape for this output
+          const output = restJson(route.method.output, create(route.method.output, result as never)); // `result` is the handler's init shape for this output
           return reply.status(route.successStatus).send(output);
         } catch (err) {
           if (!(err instanceof ConnectError)) app.log.error({ err }, "unhandled REST error");

@@ -4,6 +4,7 @@ import { SignalHub } from "../signal-hub.js";
 import type { EventQuery, ScheduleStore, Store, WebhookStore } from "../store.js";
 import { within } from "./deadline.js";
 import { pg } from "./errors.js";
+import { byEvent } from "../runs-by-event.js";
 import type { GroupCommitOptions } from "../group-commit.js";
 import { ChangeNotifier } from "./change-notifier.js";
 import { createPgWebhookStore } from "./ingest.js";
@@ -74,6 +75,15 @@ export async function createPostgresStore(options: PostgresStoreOptions): Promis
       idsForEvent: (tenantId, eventId) =>
         pg(async () =>
           (await sql<{ id: string }[]>`select id from runs where tenant_id = ${tenantId} and event_id = ${eventId} order by id desc`).map((r) => r.id),
+        ),
+      idsForEvents: (tenantId, eventIds) =>
+        pg(async () =>
+          byEvent(
+            eventIds.length
+              ? await sql<{ id: string; eventId: string }[]>`select id, event_id as "eventId" from runs
+                  where tenant_id = ${tenantId} and event_id = any(${eventIds}::text[]) order by id desc`
+              : [],
+          ),
         ),
       queuedCount: (tenantId) => pg(() => queuedCount(sql, tenantId)),
       queueStats: () => pg(() => queueStats(sql)),

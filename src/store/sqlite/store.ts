@@ -2,6 +2,7 @@ import type Database from "better-sqlite3";
 import { Column, and, eq, getTableColumns, getTableName } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { run } from "./errors.js";
+import { byEvent } from "../runs-by-event.js";
 import { createSqliteMemberChange, createSqliteMemberships } from "./members.js";
 import type { GroupCommitOptions } from "../group-commit.js";
 import { createSqliteWebhookStore } from "./ingest.js";
@@ -306,6 +307,14 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
       )
       .pluck(true),
   );
+  // The ids as one JSON array parameter: one statement for any page size.
+  const runIdsForEvents = lazy(() =>
+    raw.prepare<[string, string], { id: string; eventId: string }>(
+      `select ${runRepo.col(runs.id)} as id, ${runRepo.col(runs.eventId)} as eventId from ${runRepo.reader.table}
+       where ${runRepo.col(runs.tenantId)} = ? and ${runRepo.col(runs.eventId)} in (select value from json_each(?))
+       order by ${runRepo.col(runs.id)} desc`,
+    ),
+  );
 
   const queuedCount = lazy(() => prepareQueuedCount(raw));
   const queueStats = lazy(() => prepareQueueStats(raw));
@@ -362,6 +371,7 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
     runs: {
       ...runRepo.repo,
       idsForEvent: (tenantId, eventId) => run(() => runIdsForEvent().all(tenantId, eventId)),
+      idsForEvents: (tenantId, eventIds) => run(() => byEvent(eventIds.length ? runIdsForEvents().all(tenantId, JSON.stringify(eventIds)) : [])),
       queuedCount: (tenantId) => run(() => queuedCount().get(tenantId)!),
       queueStats: () => run(() => queueStats()()),
     },

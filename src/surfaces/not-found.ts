@@ -1,0 +1,9 @@
+import type { FastifyReply, FastifyRequest } from "fastify";
+
+// Paths no surface serves answer in the API's error shape, so a client that
+// reads `code` and `message` on every failure reads them here too. (The
+// console answers its own paths; webhooks answer their route's errors.)
+export function notFound(req: FastifyRequest, reply: FastifyReply) {
+  const path = req.url.split("?", 1)[0];
+  return reply.status(404).send({ code: "not_found", message: `no route for ${req.method} ${path}` });
+}
