@@ -6,18 +6,17 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { exportJWK, generateKeyPair, SignJWT } from "jose";
-import { CLI, CliProcess } from "./support/cli-process.js";
+import { CliProcess, jwtEnv, runCli } from "./support/cli-process.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
-import { startJwksServer, type JwksServer } from "./support/jwks-server.js";
+import { startSigningIdp, type SigningIdp } from "./support/jwks-server.js";
 import { freeLoopbackPort } from "./support/listen.js";
-import { sleep, waitFor } from "./support/wait.js";
+import { waitFor } from "./support/wait.js";
 
 const exec = promisify(execFile);
 type Json = Record<string, unknown>;
 
 let customer: CustomerMcp;
-let jwks: JwksServer;
+let idp: SigningIdp;
 const dirs: string[] = [];
 
 beforeAll(async () => {
@@ -25,10 +24,9 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  CliProcess.killAll();
-  await sleep(100);
+  await CliProcess.killAll();
   await customer?.close();
-  await jwks?.close();
+  await idp?.close();
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -157,26 +155,16 @@ describe("agentplane dev", () => {
 
 describe("agentplane serve", () => {
   it("never allows loopback by default: the skill's refusal is outbound_blocked naming AGENTPLANE_OUTBOUND_ALLOW", async () => {
-    const { privateKey, publicKey } = await generateKeyPair("RS256");
-    jwks = await startJwksServer([{ ...(await exportJWK(publicKey)), kid: "k1", alg: "RS256", use: "sig" }]);
-    const token = await new SignJWT({ scope: "platform:read platform:write" })
-      .setProtectedHeader({ alg: "RS256", kid: "k1" })
-      .setIssuer("https://idp.dev-mode.test")
-      .setAudience("https://api.dev-mode.test")
-      .setSubject("ops")
-      .setIssuedAt()
-      .setExpirationTime("10m")
-      .sign(privateKey);
+    idp = await startSigningIdp("https://idp.dev-mode.test", "https://api.dev-mode.test");
+    const token = await idp.sign("ops");
     const dir = tempDir();
-    await exec(process.execPath, [CLI, "tenant", "create", "acme", "--admin", "ops"], { env: { PATH: process.env.PATH ?? "", AGENTPLANE_DATA_DIR: dir } });
+    await runCli(["tenant", "create", "acme", "--admin", "ops"], { AGENTPLANE_DATA_DIR: dir });
+    // No AGENTPLANE_OUTBOUND_ALLOW: the default is what this checks.
     const serve = new CliProcess(
       ["serve"],
       {
         AGENTPLANE_DATA_DIR: dir,
-        AGENTPLANE_AUTH_MODE: "jwt",
-        AGENTPLANE_JWT_ISSUER: "https://idp.dev-mode.test",
-        AGENTPLANE_JWT_AUDIENCE: "https://api.dev-mode.test",
-        AGENTPLANE_JWKS_URL: jwks.url,
+        ...jwtEnv(idp),
         AGENTPLANE_SECRET_KEY: Buffer.alloc(32, 7).toString("base64"),
         AGENTPLANE_WORKER_THREADS: "1",
         AGENTPLANE_LOG_LEVEL: "warn",
