@@ -2,14 +2,13 @@
 // webhook load loses no acknowledged event, leaves no event without its run,
 // and runs leased by the killed process are claimed again once their lease
 // (2 s here) expires, and succeed on the next attempt.
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { freeLoopbackPort } from "./support/listen.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { sleep, waitFor } from "./support/wait.js";
-import { CliProcess, platformCall, runCli } from "./support/cli-process.js";
+import { CliProcess, DataDirs, platformCall, runCli } from "./support/cli-process.js";
 
 const TEST_TIMEOUT_MS = 60_000;
 const LEASE_SECONDS = 2;
@@ -188,12 +187,7 @@ function load(dev: DevProcess, webhookToken: string, senders: number) {
 }
 
 describe("crash recovery (agentplane dev, SIGKILL)", () => {
-  const dirs: string[] = [];
-  const tempDir = () => {
-    const dir = mkdtempSync(join(tmpdir(), "agentplane-crash-"));
-    dirs.push(dir);
-    return dir;
-  };
+  const dirs = new DataDirs("agentplane-crash-");
 
   beforeAll(async () => {
     customer = await startOpenMcp();
@@ -201,13 +195,13 @@ describe("crash recovery (agentplane dev, SIGKILL)", () => {
   afterAll(async () => {
     await customer?.close();
     await CliProcess.killAll();
-    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+    dirs.removeAll();
   });
 
   it(
     "a SIGKILL under webhook load loses no acknowledged event, and leased runs are claimed again",
     async () => {
-      const dataDir = tempDir();
+      const dataDir = dirs.make();
       const created = await cli(["tenant", "create", "acme"], dataDir);
       expect(created.stdout).toMatch(/created tenant acme \(ten_/);
 
@@ -271,7 +265,7 @@ describe("crash recovery (agentplane dev, SIGKILL)", () => {
   it(
     "a run leased when its worker is killed ends succeeded on attempt 2",
     async () => {
-      const dataDir = tempDir();
+      const dataDir = dirs.make();
       const port = await freeLoopbackPort();
       let dev = new DevProcess(dataDir, port);
       const webhookToken = await setUp(dev);

@@ -2,11 +2,10 @@
 // 127.0.0.1 works without configuration, the banner's webhook curl works and
 // survives a restart, while `serve` keeps refusing loopback.
 import { execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { CliProcess, jwtEnv, runCli } from "./support/cli-process.js";
+import { CliProcess, DataDirs, jwtEnv } from "./support/cli-process.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { startSigningIdp, type SigningIdp } from "./support/jwks-server.js";
 import { freeLoopbackPort } from "./support/listen.js";
@@ -17,7 +16,7 @@ type Json = Record<string, unknown>;
 
 let customer: CustomerMcp;
 let idp: SigningIdp;
-const dirs: string[] = [];
+const dirs = new DataDirs("agentplane-dev-mode-");
 
 beforeAll(async () => {
   customer = await startOpenMcp();
@@ -27,14 +26,8 @@ afterAll(async () => {
   await CliProcess.killAll();
   await customer?.close();
   await idp?.close();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  dirs.removeAll();
 });
-
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), "agentplane-dev-mode-"));
-  dirs.push(dir);
-  return dir;
-}
 
 async function startDev(dir: string, env: Record<string, string> = {}): Promise<CliProcess> {
   const dev = new CliProcess(["dev"], { AGENTPLANE_DATA_DIR: dir, AGENTPLANE_WORKER_THREADS: "1", AGENTPLANE_LOG_LEVEL: "warn", ...env }, await freeLoopbackPort());
@@ -80,7 +73,7 @@ async function echoRun(base: string, token: string, skillId: string, tenant = "d
 
 describe("agentplane dev", () => {
   it("calls an MCP server on 127.0.0.1 with no configuration, and says so in the banner", async () => {
-    const dev = await startDev(tempDir());
+    const dev = await startDev(dirs.make());
     expect(bannerLine(dev, "outbound:")).toContain("127.0.0.0/8, ::1/128 allowed");
     const token = await devToken(dev);
     const created = await api(dev.url, token, "POST", "skills", { skill: { name: "local", mcpUrl: customer.url } });
@@ -94,7 +87,7 @@ describe("agentplane dev", () => {
   }, 60_000);
 
   it("an explicit AGENTPLANE_OUTBOUND_ALLOW replaces the loopback default, and the refusal names the variable", async () => {
-    const dev = await startDev(tempDir(), { AGENTPLANE_OUTBOUND_ALLOW: "10.0.0.0/8" });
+    const dev = await startDev(dirs.make(), { AGENTPLANE_OUTBOUND_ALLOW: "10.0.0.0/8" });
     expect(bannerLine(dev, "outbound:")).toContain("10.0.0.0/8 allowed");
     const token = await devToken(dev);
     const created = await api(dev.url, token, "POST", "skills", { skill: { name: "local", mcpUrl: customer.url } });
@@ -104,7 +97,7 @@ describe("agentplane dev", () => {
   }, 60_000);
 
   it("prints a webhook curl for its `dev` source that works, and the same token after a restart (kept 0600)", async () => {
-    const dir = tempDir();
+    const dir = dirs.make();
     let dev = await startDev(dir);
     const curl = bannerLine(dev, "curl -s -X POST");
     const [, url] = /POST (\S+)/.exec(curl)!;
@@ -129,7 +122,7 @@ describe("agentplane dev", () => {
   }, 90_000);
 
   it("replaces a token rotated elsewhere, so the banner never prints one that fails", async () => {
-    const dir = tempDir();
+    const dir = dirs.make();
     let dev = await startDev(dir);
     const first = /X-Webhook-Token: (whk_[\w-]+)/.exec(bannerLine(dev, "curl -s -X POST"))![1]!;
     const token = await devToken(dev);
@@ -157,8 +150,7 @@ describe("agentplane serve", () => {
   it("never allows loopback by default: the skill's refusal is outbound_blocked naming AGENTPLANE_OUTBOUND_ALLOW", async () => {
     idp = await startSigningIdp("https://idp.dev-mode.test", "https://api.dev-mode.test");
     const token = await idp.sign("ops");
-    const dir = tempDir();
-    await runCli(["tenant", "create", "acme", "--admin", "ops"], { AGENTPLANE_DATA_DIR: dir });
+    const dir = await dirs.withTenant("acme", "ops");
     // No AGENTPLANE_OUTBOUND_ALLOW: the default is what this checks.
     const serve = new CliProcess(
       ["serve"],

@@ -2,10 +2,7 @@
 // HTTP thread's scrape includes what the threads counted (runs, skill calls),
 // tenant-labelled by slug when asked; an api process shows the queue it
 // fills, a worker process the runs it executes.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { CliProcess, runCli, ServeProcess, serveEnv } from "./support/cli-process.js";
+import { CliProcess, DataDirs, ServeProcess, serveEnv } from "./support/cli-process.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { startSigningIdp, type SigningIdp } from "./support/jwks-server.js";
 import { freeLoopbackPort } from "./support/listen.js";
@@ -17,7 +14,7 @@ const OPERATOR = "ops";
 let idp: SigningIdp;
 let token: string;
 let customer: CustomerMcp;
-const dirs: string[] = [];
+const dirs = new DataDirs("agentplane-metrics-");
 
 class Serve extends ServeProcess {
   constructor(dataDir: string, port: number, args: string[], env: Record<string, string> = {}) {
@@ -25,12 +22,7 @@ class Serve extends ServeProcess {
   }
 }
 
-async function dataDir(): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), "agentplane-metrics-"));
-  dirs.push(dir);
-  await runCli(["tenant", "create", "acme", "--admin", OPERATOR], { AGENTPLANE_DATA_DIR: dir });
-  return dir;
-}
+const dataDir = () => dirs.withTenant("acme", OPERATOR);
 
 async function agentsCalling(api: Serve): Promise<{ echo: string; fail: string }> {
   const { skill } = await api.call<{ skill: { id: string } }>("CreateSkill", { skill: { name: "tools", mcpUrl: customer.url } });
@@ -51,7 +43,7 @@ afterAll(async () => {
   await CliProcess.killAll();
   await customer?.close();
   await idp?.close();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  dirs.removeAll();
 });
 
 // Runs finished as the scrape reports them, once `n` are counted.

@@ -2,15 +2,13 @@
 // binary): an api process only queues runs, a worker process on the same
 // SQLite file executes them, and `all` executes runs in worker threads that
 // a cancel through the API and a SIGTERM still reach.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { freeLoopbackPort } from "./support/listen.js";
 import { startSigningIdp, type SigningIdp } from "./support/jwks-server.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { sleep, waitFor } from "./support/wait.js";
-import { CliProcess, runCli, ServeProcess, serveEnv } from "./support/cli-process.js";
+import { CliProcess, DataDirs, runCli, ServeProcess, serveEnv } from "./support/cli-process.js";
 
 const ISSUER = "https://idp.roles.test";
 const AUDIENCE = "https://api.roles.test";
@@ -19,7 +17,7 @@ const OPERATOR = "ops";
 let idp: SigningIdp;
 let token: string;
 let customer: CustomerMcp;
-const dirs: string[] = [];
+const dirs = new DataDirs("agentplane-roles-");
 
 // One `agentplane serve` process with `args` on a data dir.
 class Serve extends ServeProcess {
@@ -29,12 +27,7 @@ class Serve extends ServeProcess {
 }
 
 // A data dir with tenant acme (admin: the operator) created by the CLI.
-async function dataDir(): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), "agentplane-roles-"));
-  dirs.push(dir);
-  await runCli(["tenant", "create", "acme", "--admin", OPERATOR], { AGENTPLANE_DATA_DIR: dir });
-  return dir;
-}
+const dataDir = () => dirs.withTenant("acme", OPERATOR);
 
 interface Run {
   id: string;
@@ -75,7 +68,7 @@ afterAll(async () => {
   await CliProcess.killAll();
   await customer?.close();
   await idp?.close();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  dirs.removeAll();
 });
 
 describe("agentplane serve --role", () => {

@@ -1,4 +1,6 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { sleep, waitFor } from "./wait.js";
@@ -11,6 +13,30 @@ const exec = promisify(execFile);
 // One `agentplane <args>` command to its end, with only PATH inherited.
 export function runCli(args: string[], env: Record<string, string>) {
   return exec(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH ?? "", ...env } });
+}
+
+// Data dirs for CLI processes, each under a fresh temporary directory.
+export class DataDirs {
+  private readonly made: string[] = [];
+
+  constructor(private readonly prefix: string) {}
+
+  make(): string {
+    const dir = mkdtempSync(join(tmpdir(), this.prefix));
+    this.made.push(dir);
+    return dir;
+  }
+
+  // One with tenant `slug` created by the CLI, `admin` its admin.
+  async withTenant(slug: string, admin: string): Promise<string> {
+    const dir = this.make();
+    await runCli(["tenant", "create", slug, "--admin", admin], { AGENTPLANE_DATA_DIR: dir });
+    return dir;
+  }
+
+  removeAll(): void {
+    for (const dir of this.made) rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 // What `serve` needs to trust the tokens `idp` signs.
