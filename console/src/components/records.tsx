@@ -37,14 +37,14 @@ export function RecordList<T extends { id: string }>(props: {
   );
 }
 
-// A detail page's actions for writers: Edit, the page's own, and Delete once
-// confirmed, which leaves for `gone`.
+// A detail page's actions for writers on record `id` of the list at `list`:
+// Edit, the page's own, and Delete once confirmed, which goes back to the list.
 export function RecordActions(props: {
-  edit: string;
+  list: string;
+  id: string;
   confirm: string;
   del: ReturnType<typeof useAction>;
   remove: () => Promise<unknown>;
-  gone: string;
   children?: ReactNode;
 }) {
   const { canWrite } = useTenant();
@@ -52,14 +52,14 @@ export function RecordActions(props: {
   if (!canWrite) return null;
   return (
     <p className="actions">
-      <Link to={props.edit} className="button">
+      <Link to={`${props.list}/${props.id}/edit`} className="button">
         Edit
       </Link>{" "}
       {props.children && <>{props.children} </>}
       <button
         type="button"
         className="danger"
-        onClick={() => confirm(props.confirm) && void props.del.run(async () => (await props.remove(), navigate(props.gone)))}
+        onClick={() => confirm(props.confirm) && void props.del.run(async () => (await props.remove(), navigate(props.list)))}
       >
         Delete
       </button>

@@ -2,7 +2,7 @@ import { useState } from "react";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Skill, SkillAuthSchema } from "../../../gen/platform/v1/skill_pb.js";
 import { Facts, Json } from "../components/bits.js";
-import { ErrorBanner, Field, placeProblem, useAction } from "../components/form.js";
+import { ActionForm, ErrorBanner, Field, placeProblem, useAction } from "../components/form.js";
 import { EditPage, RecordActions, RecordList, SubmitButton } from "../components/records.js";
 import { time } from "../format.js";
 import { Link, useRouter } from "../router.js";
@@ -45,11 +45,11 @@ export function SkillPage({ id }: { id: string }) {
       {s && (
         <>
           <RecordActions
-            edit={`${base}/skills/${id}/edit`}
+            list={`${base}/skills`}
+            id={id}
             confirm={`Delete skill ${s.name}?`}
             del={del}
             remove={() => api.deleteSkill({ id })}
-            gone={`${base}/skills`}
           >
             <button
               type="button"
@@ -137,17 +137,14 @@ function SkillForm({ skill }: { skill?: Skill }) {
           : { case: "none" as const, value: {} },
   });
   return (
-    <form
-      noValidate
-      onSubmit={(e) => {
-        e.preventDefault();
-        void action.run(async () => {
-          const message = { id: skill?.id ?? "", name, mcpUrl, auth: auth() };
-          const res = skill
-            ? await api.updateSkill({ skill: message, updateMask: { paths: ["name", "mcp_url", "auth"] } })
-            : await api.createSkill({ skill: message });
-          if (res.skill) navigate(`${base}/skills/${res.skill.id}`);
-        });
+    <ActionForm
+      action={action}
+      submit={async () => {
+        const message = { id: skill?.id ?? "", name, mcpUrl, auth: auth() };
+        const res = skill
+          ? await api.updateSkill({ skill: message, updateMask: { paths: ["name", "mcp_url", "auth"] } })
+          : await api.createSkill({ skill: message });
+        if (res.skill) navigate(`${base}/skills/${res.skill.id}`);
       }}
     >
       <ErrorBanner message={general} />
@@ -196,7 +193,7 @@ function SkillForm({ skill }: { skill?: Skill }) {
         </>
       )}
       <SubmitButton busy={action.busy} editing={!!skill} noun="skill" />
-    </form>
+    </ActionForm>
   );
 }
 

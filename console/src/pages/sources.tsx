@@ -1,7 +1,7 @@
 import { useState } from "react";
 import type { WebhookSource } from "../../../gen/platform/v1/webhook_source_pb.js";
 import { Facts } from "../components/bits.js";
-import { ErrorBanner, Field, placeProblem, useAction } from "../components/form.js";
+import { ActionForm, ErrorBanner, Field, placeProblem, useAction } from "../components/form.js";
 import { EditPage, RecordActions, RecordList, SubmitButton } from "../components/records.js";
 import { time } from "../format.js";
 import { Link, useRouter } from "../router.js";
@@ -109,11 +109,11 @@ export function SourcePage({ id }: { id: string }) {
       {s && (
         <>
           <RecordActions
-            edit={`${base}/sources/${id}/edit`}
+            list={`${base}/sources`}
+            id={id}
             confirm={`Delete source ${s.name}?`}
             del={del}
             remove={() => api.deleteWebhookSource({ id })}
-            gone={`${base}/sources`}
           >
             <button
               type="button"
@@ -166,21 +166,18 @@ function SourceForm({ source }: { source?: WebhookSource }) {
   const action = useAction();
   const { at, general } = placeProblem(action.problem, ["webhook_source.name"]);
   return (
-    <form
-      noValidate
-      onSubmit={(e) => {
-        e.preventDefault();
-        void action.run(async () => {
-          const message = { id: source?.id ?? "", name, enabled };
-          if (source) {
-            await api.updateWebhookSource({ webhookSource: message, updateMask: { paths: ["name", "enabled"] } });
-            navigate(`${base}/sources/${source.id}`);
-          } else {
-            const res = await api.createWebhookSource({ webhookSource: message });
-            created = { id: res.webhookSource!.id, token: res.token };
-            navigate(`${base}/sources/${created.id}`);
-          }
-        });
+    <ActionForm
+      action={action}
+      submit={async () => {
+        const message = { id: source?.id ?? "", name, enabled };
+        if (source) {
+          await api.updateWebhookSource({ webhookSource: message, updateMask: { paths: ["name", "enabled"] } });
+          navigate(`${base}/sources/${source.id}`);
+        } else {
+          const res = await api.createWebhookSource({ webhookSource: message });
+          created = { id: res.webhookSource!.id, token: res.token };
+          navigate(`${base}/sources/${created.id}`);
+        }
       }}
     >
       <ErrorBanner message={general} />
@@ -194,7 +191,7 @@ function SourceForm({ source }: { source?: WebhookSource }) {
         </label>
       </div>
       <SubmitButton busy={action.busy} editing={!!source} noun="source" />
-    </form>
+    </ActionForm>
   );
 }
 

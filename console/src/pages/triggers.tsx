@@ -4,7 +4,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Trigger, TriggerSchema } from "../../../gen/platform/v1/trigger_pb.js";
 import type { WebhookSource } from "../../../gen/platform/v1/webhook_source_pb.js";
 import { Facts } from "../components/bits.js";
-import { ErrorBanner, Field, placeProblem, useAction } from "../components/form.js";
+import { ActionForm, ErrorBanner, Field, placeProblem, useAction } from "../components/form.js";
 import { EditPage, RecordActions, RecordList, SubmitButton } from "../components/records.js";
 import { time } from "../format.js";
 import { Link, useRouter } from "../router.js";
@@ -59,11 +59,11 @@ export function TriggerPage({ id }: { id: string }) {
       {t && (
         <>
           <RecordActions
-            edit={`${base}/triggers/${id}/edit`}
+            list={`${base}/triggers`}
+            id={id}
             confirm="Delete this trigger?"
             del={del}
             remove={() => api.deleteTrigger({ id })}
-            gone={`${base}/triggers`}
           />
           <ErrorBanner message={del.problem?.message} />
           <Facts
@@ -118,16 +118,13 @@ function TriggerForm({ trigger, agents, sources }: { trigger?: Trigger; agents: 
           : { case: "manual" as const, value: {} },
   });
   return (
-    <form
-      noValidate
-      onSubmit={(e) => {
-        e.preventDefault();
-        void action.run(async () => {
-          const res = trigger
-            ? await api.updateTrigger({ trigger: message(), updateMask: { paths: ["agent_id", "enabled", kind] } })
-            : await api.createTrigger({ trigger: message() });
-          if (res.trigger) navigate(`${base}/triggers/${res.trigger.id}`);
-        });
+    <ActionForm
+      action={action}
+      submit={async () => {
+        const res = trigger
+          ? await api.updateTrigger({ trigger: message(), updateMask: { paths: ["agent_id", "enabled", kind] } })
+          : await api.createTrigger({ trigger: message() });
+        if (res.trigger) navigate(`${base}/triggers/${res.trigger.id}`);
       }}
     >
       <ErrorBanner message={general} />
@@ -190,7 +187,7 @@ function TriggerForm({ trigger, agents, sources }: { trigger?: Trigger; agents: 
         </>
       )}
       <SubmitButton busy={action.busy} editing={!!trigger} noun="trigger" />
-    </form>
+    </ActionForm>
   );
 }
 
