@@ -2,18 +2,14 @@
 // webhook load loses no acknowledged event, leaves no event without its run,
 // and runs leased by the killed process are claimed again once their lease
 // (2 s here) expires, and succeed on the next attempt.
-import { execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import Database from "better-sqlite3";
 import { freeLoopbackPort } from "./support/listen.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { sleep, waitFor } from "./support/wait.js";
-import { CLI, CliProcess } from "./support/cli-process.js";
+import { CliProcess, DataDirs, platformCall, runCli } from "./support/cli-process.js";
 
-const exec = promisify(execFile);
 const TEST_TIMEOUT_MS = 60_000;
 const LEASE_SECONDS = 2;
 
@@ -39,40 +35,20 @@ class DevProcess extends CliProcess {
   }
 
   // Ready: the dev banner (with the client) is out and /readyz answers 200.
-  async devReady(): Promise<{ clientId: string; clientSecret: string }> {
-    return this.ready("agentplane dev to be ready", 15_000, () => {
-      const banner = /dev client: (\S+) \/ (\S+)/.exec(this.output);
-      return banner ? { clientId: banner[1]!, clientSecret: banner[2]! } : undefined;
-    });
+  devReady(): Promise<{ clientId: string; clientSecret: string }> {
+    return this.devClient(15_000);
   }
 }
 
-async function cli(args: string[], dataDir: string) {
-  return exec(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH ?? "", AGENTPLANE_DATA_DIR: dataDir } });
-}
+const cli = (args: string[], dataDir: string) => runCli(args, { AGENTPLANE_DATA_DIR: dataDir });
 
-async function connect<T>(dev: DevProcess, token: string, method: string, body: unknown): Promise<T> {
-  const res = await fetch(`${dev.url}/platform.v1.PlatformService/${method}`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${token}`, "x-platform-tenant": "dev", "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  const text = await res.text();
-  if (res.status !== 200) throw new Error(`${method}: ${res.status} ${text}`);
-  return JSON.parse(text) as T;
-}
+const connect = <T>(dev: DevProcess, token: string, method: string, body: unknown) => platformCall<T>(dev, { token, tenant: "dev" }, method, body);
 
 let customer: CustomerMcp;
 
 // An agent with a webhook trigger on order.*, and a source; returns its token.
 async function setUp(dev: DevProcess): Promise<string> {
-  const { clientId, clientSecret } = await dev.devReady();
-  const tokenRes = await fetch(`${dev.url}/oauth/token`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ client_id: clientId, client_secret: clientSecret, grant_type: "client_credentials" }),
-  });
-  const { access_token: token } = (await tokenRes.json()) as { access_token: string };
+  const token = await dev.devClientToken(await dev.devReady());
   expect(token).toBeTruthy();
   // Each run calls a tool that takes 20 ms, so a run is leased for a while
   // and a kill can land in the middle of one.
@@ -211,27 +187,21 @@ function load(dev: DevProcess, webhookToken: string, senders: number) {
 }
 
 describe("crash recovery (agentplane dev, SIGKILL)", () => {
-  const dirs: string[] = [];
-  const tempDir = () => {
-    const dir = mkdtempSync(join(tmpdir(), "agentplane-crash-"));
-    dirs.push(dir);
-    return dir;
-  };
+  const dirs = new DataDirs("agentplane-crash-");
 
   beforeAll(async () => {
     customer = await startOpenMcp();
   });
   afterAll(async () => {
     await customer?.close();
-    CliProcess.killAll();
-    await sleep(100);
-    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+    await CliProcess.killAll();
+    dirs.removeAll();
   });
 
   it(
     "a SIGKILL under webhook load loses no acknowledged event, and leased runs are claimed again",
     async () => {
-      const dataDir = tempDir();
+      const dataDir = dirs.make();
       const created = await cli(["tenant", "create", "acme"], dataDir);
       expect(created.stdout).toMatch(/created tenant acme \(ten_/);
 
@@ -295,7 +265,7 @@ describe("crash recovery (agentplane dev, SIGKILL)", () => {
   it(
     "a run leased when its worker is killed ends succeeded on attempt 2",
     async () => {
-      const dataDir = tempDir();
+      const dataDir = dirs.make();
       const port = await freeLoopbackPort();
       let dev = new DevProcess(dataDir, port);
       const webhookToken = await setUp(dev);

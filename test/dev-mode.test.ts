@@ -2,41 +2,32 @@
 // 127.0.0.1 works without configuration, the banner's webhook curl works and
 // survives a restart, while `serve` keeps refusing loopback.
 import { execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { exportJWK, generateKeyPair, SignJWT } from "jose";
-import { CLI, CliProcess } from "./support/cli-process.js";
+import { CliProcess, DataDirs, jwtEnv } from "./support/cli-process.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
-import { startJwksServer, type JwksServer } from "./support/jwks-server.js";
+import { startSigningIdp, type SigningIdp } from "./support/jwks-server.js";
 import { freeLoopbackPort } from "./support/listen.js";
-import { sleep, waitFor } from "./support/wait.js";
+import { waitFor } from "./support/wait.js";
 
 const exec = promisify(execFile);
 type Json = Record<string, unknown>;
 
 let customer: CustomerMcp;
-let jwks: JwksServer;
-const dirs: string[] = [];
+let idp: SigningIdp;
+const dirs = new DataDirs("agentplane-dev-mode-");
 
 beforeAll(async () => {
   customer = await startOpenMcp();
 });
 
 afterAll(async () => {
-  CliProcess.killAll();
-  await sleep(100);
+  await CliProcess.killAll();
   await customer?.close();
-  await jwks?.close();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  await idp?.close();
+  dirs.removeAll();
 });
-
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), "agentplane-dev-mode-"));
-  dirs.push(dir);
-  return dir;
-}
 
 async function startDev(dir: string, env: Record<string, string> = {}): Promise<CliProcess> {
   const dev = new CliProcess(["dev"], { AGENTPLANE_DATA_DIR: dir, AGENTPLANE_WORKER_THREADS: "1", AGENTPLANE_LOG_LEVEL: "warn", ...env }, await freeLoopbackPort());
@@ -82,7 +73,7 @@ async function echoRun(base: string, token: string, skillId: string, tenant = "d
 
 describe("agentplane dev", () => {
   it("calls an MCP server on 127.0.0.1 with no configuration, and says so in the banner", async () => {
-    const dev = await startDev(tempDir());
+    const dev = await startDev(dirs.make());
     expect(bannerLine(dev, "outbound:")).toContain("127.0.0.0/8, ::1/128 allowed");
     const token = await devToken(dev);
     const created = await api(dev.url, token, "POST", "skills", { skill: { name: "local", mcpUrl: customer.url } });
@@ -96,7 +87,7 @@ describe("agentplane dev", () => {
   }, 60_000);
 
   it("an explicit AGENTPLANE_OUTBOUND_ALLOW replaces the loopback default, and the refusal names the variable", async () => {
-    const dev = await startDev(tempDir(), { AGENTPLANE_OUTBOUND_ALLOW: "10.0.0.0/8" });
+    const dev = await startDev(dirs.make(), { AGENTPLANE_OUTBOUND_ALLOW: "10.0.0.0/8" });
     expect(bannerLine(dev, "outbound:")).toContain("10.0.0.0/8 allowed");
     const token = await devToken(dev);
     const created = await api(dev.url, token, "POST", "skills", { skill: { name: "local", mcpUrl: customer.url } });
@@ -106,7 +97,7 @@ describe("agentplane dev", () => {
   }, 60_000);
 
   it("prints a webhook curl for its `dev` source that works, and the same token after a restart (kept 0600)", async () => {
-    const dir = tempDir();
+    const dir = dirs.make();
     let dev = await startDev(dir);
     const curl = bannerLine(dev, "curl -s -X POST");
     const [, url] = /POST (\S+)/.exec(curl)!;
@@ -131,7 +122,7 @@ describe("agentplane dev", () => {
   }, 90_000);
 
   it("replaces a token rotated elsewhere, so the banner never prints one that fails", async () => {
-    const dir = tempDir();
+    const dir = dirs.make();
     let dev = await startDev(dir);
     const first = /X-Webhook-Token: (whk_[\w-]+)/.exec(bannerLine(dev, "curl -s -X POST"))![1]!;
     const token = await devToken(dev);
@@ -157,26 +148,15 @@ describe("agentplane dev", () => {
 
 describe("agentplane serve", () => {
   it("never allows loopback by default: the skill's refusal is outbound_blocked naming AGENTPLANE_OUTBOUND_ALLOW", async () => {
-    const { privateKey, publicKey } = await generateKeyPair("RS256");
-    jwks = await startJwksServer([{ ...(await exportJWK(publicKey)), kid: "k1", alg: "RS256", use: "sig" }]);
-    const token = await new SignJWT({ scope: "platform:read platform:write" })
-      .setProtectedHeader({ alg: "RS256", kid: "k1" })
-      .setIssuer("https://idp.dev-mode.test")
-      .setAudience("https://api.dev-mode.test")
-      .setSubject("ops")
-      .setIssuedAt()
-      .setExpirationTime("10m")
-      .sign(privateKey);
-    const dir = tempDir();
-    await exec(process.execPath, [CLI, "tenant", "create", "acme", "--admin", "ops"], { env: { PATH: process.env.PATH ?? "", AGENTPLANE_DATA_DIR: dir } });
+    idp = await startSigningIdp("https://idp.dev-mode.test", "https://api.dev-mode.test");
+    const token = await idp.sign("ops");
+    const dir = await dirs.withTenant("acme", "ops");
+    // No AGENTPLANE_OUTBOUND_ALLOW: the default is what this checks.
     const serve = new CliProcess(
       ["serve"],
       {
         AGENTPLANE_DATA_DIR: dir,
-        AGENTPLANE_AUTH_MODE: "jwt",
-        AGENTPLANE_JWT_ISSUER: "https://idp.dev-mode.test",
-        AGENTPLANE_JWT_AUDIENCE: "https://api.dev-mode.test",
-        AGENTPLANE_JWKS_URL: jwks.url,
+        ...jwtEnv(idp),
         AGENTPLANE_SECRET_KEY: Buffer.alloc(32, 7).toString("base64"),
         AGENTPLANE_WORKER_THREADS: "1",
         AGENTPLANE_LOG_LEVEL: "warn",

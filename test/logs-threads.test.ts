@@ -5,7 +5,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CliProcess } from "./support/cli-process.js";
+import { CliProcess, platformCall } from "./support/cli-process.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { freeLoopbackPort } from "./support/listen.js";
 import { waitFor } from "./support/wait.js";
@@ -17,16 +17,7 @@ let dev: CliProcess;
 let mcp: CustomerMcp;
 let token: string;
 
-async function call(method: string, body: unknown): Promise<Json> {
-  const res = await fetch(`${dev.url}/platform.v1.PlatformService/${method}`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${token}`, "x-platform-tenant": "dev", "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  const text = await res.text();
-  if (res.status !== 200) throw new Error(`${method}: ${res.status} ${text}`);
-  return JSON.parse(text) as Json;
-}
+const call = (method: string, body: unknown) => platformCall<Json>(dev, { token, tenant: "dev" }, method, body);
 
 // The JSON lines of stdout and stderr (the banner is not one).
 const lines = () =>
@@ -43,16 +34,7 @@ beforeAll(async () => {
     { AGENTPLANE_DATA_DIR: dir, AGENTPLANE_WORKER_THREADS: "1", AGENTPLANE_LOG_LEVEL: "debug", AGENTPLANE_OUTBOUND_ALLOW: "127.0.0.0/8" },
     await freeLoopbackPort(),
   );
-  const { id, secret } = await dev.ready("agentplane dev", 30_000, () => {
-    const banner = /dev client: (\S+) \/ (\S+)/.exec(dev.output);
-    return banner ? { id: banner[1]!, secret: banner[2]! } : undefined;
-  });
-  const res = await fetch(`${dev.url}/oauth/token`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ client_id: id, client_secret: secret, grant_type: "client_credentials" }),
-  });
-  token = ((await res.json()) as { access_token: string }).access_token;
+  token = await dev.devClientToken(await dev.devClient(30_000));
 }, 60_000);
 
 afterAll(async () => {

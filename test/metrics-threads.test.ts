@@ -2,77 +2,27 @@
 // HTTP thread's scrape includes what the threads counted (runs, skill calls),
 // tenant-labelled by slug when asked; an api process shows the queue it
 // fills, a worker process the runs it executes.
-import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { promisify } from "node:util";
-import { exportJWK, generateKeyPair, SignJWT } from "jose";
-import { CLI, CliProcess } from "./support/cli-process.js";
+import { CliProcess, DataDirs, ServeProcess, serveEnv } from "./support/cli-process.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
-import { startJwksServer, type JwksServer } from "./support/jwks-server.js";
+import { startSigningIdp, type SigningIdp } from "./support/jwks-server.js";
 import { freeLoopbackPort } from "./support/listen.js";
 import { duplicateFamilies, sampleValue } from "./support/prometheus.js";
 import { sleep, waitFor } from "./support/wait.js";
 
-const exec = promisify(execFile);
-const ISSUER = "https://idp.metrics-threads.test";
-const AUDIENCE = "https://api.metrics-threads.test";
 const OPERATOR = "ops";
 
-let jwks: JwksServer;
+let idp: SigningIdp;
 let token: string;
 let customer: CustomerMcp;
-const dirs: string[] = [];
+const dirs = new DataDirs("agentplane-metrics-");
 
-class Serve extends CliProcess {
+class Serve extends ServeProcess {
   constructor(dataDir: string, port: number, args: string[], env: Record<string, string> = {}) {
-    super(
-      ["serve", ...args],
-      {
-        AGENTPLANE_DATA_DIR: dataDir,
-        AGENTPLANE_AUTH_MODE: "jwt",
-        AGENTPLANE_JWT_ISSUER: ISSUER,
-        AGENTPLANE_JWT_AUDIENCE: AUDIENCE,
-        AGENTPLANE_JWKS_URL: jwks.url,
-        AGENTPLANE_SECRET_KEY: Buffer.alloc(32, 7).toString("base64"),
-        AGENTPLANE_OUTBOUND_ALLOW: "127.0.0.0/8",
-        AGENTPLANE_LOG_LEVEL: "warn",
-        ...env,
-      },
-      port,
-    );
-  }
-
-  async call<T>(method: string, body: unknown): Promise<T> {
-    const res = await fetch(`${this.url}/platform.v1.PlatformService/${method}`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${token}`, "x-platform-tenant": "acme", "content-type": "application/json" },
-      body: JSON.stringify(body),
-    });
-    const text = await res.text();
-    if (res.status !== 200) throw new Error(`${method}: ${res.status} ${text}`);
-    return JSON.parse(text) as T;
-  }
-
-  async scrape(): Promise<string> {
-    const res = await fetch(`${this.url}/metrics`);
-    expect(res.status).toBe(200);
-    return res.text();
-  }
-
-  async stop(): Promise<void> {
-    if (this.exitCode === undefined) this.child.kill("SIGTERM");
-    await this.exit;
+    super(args, { ...serveEnv(dataDir, idp), AGENTPLANE_LOG_LEVEL: "warn", ...env }, port, { token, tenant: "acme" });
   }
 }
 
-async function dataDir(): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), "agentplane-metrics-"));
-  dirs.push(dir);
-  await exec(process.execPath, [CLI, "tenant", "create", "acme", "--admin", OPERATOR], { env: { PATH: process.env.PATH ?? "", AGENTPLANE_DATA_DIR: dir } });
-  return dir;
-}
+const dataDir = () => dirs.withTenant("acme", OPERATOR);
 
 async function agentsCalling(api: Serve): Promise<{ echo: string; fail: string }> {
   const { skill } = await api.call<{ skill: { id: string } }>("CreateSkill", { skill: { name: "tools", mcpUrl: customer.url } });
@@ -84,25 +34,16 @@ async function agentsCalling(api: Serve): Promise<{ echo: string; fail: string }
 const runAgent = (api: Serve, id: string) => api.call("RunAgent", { id });
 
 beforeAll(async () => {
-  const { privateKey, publicKey } = await generateKeyPair("RS256");
-  jwks = await startJwksServer([{ ...(await exportJWK(publicKey)), kid: "k1", alg: "RS256", use: "sig" }]);
-  token = await new SignJWT({ scope: "platform:read platform:write" })
-    .setProtectedHeader({ alg: "RS256", kid: "k1", typ: "at+jwt" })
-    .setIssuer(ISSUER)
-    .setAudience(AUDIENCE)
-    .setSubject(OPERATOR)
-    .setIssuedAt()
-    .setExpirationTime("10m")
-    .sign(privateKey);
+  idp = await startSigningIdp("https://idp.metrics-threads.test", "https://api.metrics-threads.test");
+  token = await idp.sign(OPERATOR);
   customer = await startOpenMcp();
 });
 
 afterAll(async () => {
-  CliProcess.killAll();
-  await sleep(100);
+  await CliProcess.killAll();
   await customer?.close();
-  await jwks?.close();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  await idp?.close();
+  dirs.removeAll();
 });
 
 // Runs finished as the scrape reports them, once `n` are counted.

@@ -6,7 +6,6 @@
 // dashboard and alert examples in docs/ checked against the live names.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { parse as loadYaml } from "yaml";
 import { createIntrospectionAuthenticator } from "../src/integrations/identity/introspection.js";
 import { createJwtAuthenticator } from "../src/integrations/identity/jwt.js";
@@ -15,7 +14,7 @@ import { createMetrics } from "../src/metrics.js";
 import { Scheduler } from "../src/runtime/scheduler.js";
 import { DEFAULT_QUOTAS } from "../src/service/limits.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
-import { startJwksServer, type JwksServer } from "./support/jwks-server.js";
+import { startSigningIdp, type SigningIdp } from "./support/jwks-server.js";
 import { startModelServer, type ModelServer } from "./support/model-server.js";
 import { duplicateFamilies, families, sampleValue } from "./support/prometheus.js";
 import { startScriptedIdp, type ScriptedIdp } from "./support/scripted-introspection.js";
@@ -28,22 +27,14 @@ const ISSUER = "https://idp.metrics.test";
 const AUDIENCE = "https://api.metrics.test";
 const OPERATOR = "ops";
 
-let jwks: JwksServer;
+let idp: SigningIdp;
 let token: string;
 let mcp: CustomerMcp;
 let model: ModelServer;
 
 beforeAll(async () => {
-  const { privateKey, publicKey } = await generateKeyPair("RS256");
-  jwks = await startJwksServer([{ ...(await exportJWK(publicKey)), kid: "k1", alg: "RS256", use: "sig" }]);
-  token = await new SignJWT({ scope: "platform:read platform:write" })
-    .setProtectedHeader({ alg: "RS256", kid: "k1", typ: "at+jwt" })
-    .setIssuer(ISSUER)
-    .setAudience(AUDIENCE)
-    .setSubject(OPERATOR)
-    .setIssuedAt()
-    .setExpirationTime("10m")
-    .sign(privateKey);
+  idp = await startSigningIdp(ISSUER, AUDIENCE);
+  token = await idp.sign(OPERATOR);
   mcp = await startOpenMcp();
   // Model "refused" answers 401; any other, one final answer with known usage.
   model = await startModelServer((request) =>
@@ -54,7 +45,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await mcp.close();
   await model.close();
-  await jwks.close();
+  await idp.close();
 });
 
 async function scrape(server: { url: string }): Promise<string> {
@@ -86,7 +77,7 @@ describe("domain metrics on one server (runs on its thread)", () => {
   const ids: Record<string, string> = {};
 
   beforeAll(async () => {
-    const authenticator = createJwtAuthenticator({ issuer: ISSUER, audience: AUDIENCE, algorithms: ["RS256"], clockToleranceSeconds: 60, jwksUrl: jwks.url, observer: metrics.observer });
+    const authenticator = createJwtAuthenticator({ issuer: ISSUER, audience: AUDIENCE, algorithms: ["RS256"], clockToleranceSeconds: 60, jwksUrl: idp.jwks.url, observer: metrics.observer });
     server = await startServer({
       authenticator,
       metrics,

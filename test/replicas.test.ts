@@ -3,19 +3,14 @@
 // while it holds a run's lease, and then every event that got a 202 is
 // stored with its run, the dead replica's runs finish on the others, and no
 // run was executed by two replicas at once.
-import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { promisify } from "node:util";
-import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import postgres from "postgres";
 import { freeLoopbackPort } from "./support/listen.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
-import { startJwksServer, type JwksServer } from "./support/jwks-server.js";
+import { startSigningIdp, type SigningIdp } from "./support/jwks-server.js";
 import { createTestDatabase, type TestDatabase } from "./support/postgres.js";
 import { sleep, waitFor } from "./support/wait.js";
-import { CLI, CliProcess } from "./support/cli-process.js";
-
-const exec = promisify(execFile);
+import { CliProcess, jwtEnv, platformCall, runCli } from "./support/cli-process.js";
 const ISSUER = "https://idp.replicas.test";
 const AUDIENCE = "agentplane-replicas";
 const LEASE_SECONDS = 2;
@@ -25,7 +20,7 @@ const TOOL_MS = 30;
 describe("three replicas on one PostgreSQL database", () => {
   let database: TestDatabase;
   let sql: postgres.Sql;
-  let jwks: JwksServer;
+  let idp: SigningIdp;
   let customer: CustomerMcp;
   let token: string;
   const secretKey = randomBytes(32).toString("base64");
@@ -34,10 +29,7 @@ describe("three replicas on one PostgreSQL database", () => {
     AGENTPLANE_DATABASE_URL: database.url,
     AGENTPLANE_DATABASE_POOL_SIZE: "4",
     AGENTPLANE_SECRET_KEY: secretKey,
-    AGENTPLANE_AUTH_MODE: "jwt",
-    AGENTPLANE_JWT_ISSUER: ISSUER,
-    AGENTPLANE_JWT_AUDIENCE: AUDIENCE,
-    AGENTPLANE_JWKS_URL: jwks.url,
+    ...jwtEnv(idp),
     AGENTPLANE_RUN_LEASE_SECONDS: String(LEASE_SECONDS),
     AGENTPLANE_WORKER_CONCURRENCY: "2",
     AGENTPLANE_OUTBOUND_ALLOW: "127.0.0.0/8",
@@ -50,48 +42,30 @@ describe("three replicas on one PostgreSQL database", () => {
     database = await createTestDatabase();
     sql = postgres(database.url, { max: 2, onnotice: () => {} });
     customer = await startOpenMcp();
-    const { publicKey, privateKey } = await generateKeyPair("RS256");
-    jwks = await startJwksServer([{ ...(await exportJWK(publicKey)), kid: "k1", alg: "RS256", use: "sig" }]);
-    token = await new SignJWT({ scope: "platform:read platform:write" })
-      .setProtectedHeader({ alg: "RS256", kid: "k1", typ: "at+jwt" })
-      .setIssuer(ISSUER)
-      .setAudience(AUDIENCE)
-      .setSubject("operator")
-      .setIssuedAt()
-      .setExpirationTime("10m")
-      .sign(privateKey);
+    idp = await startSigningIdp(ISSUER, AUDIENCE);
+    token = await idp.sign("operator");
   });
 
   afterAll(async () => {
-    CliProcess.killAll();
-    await sleep(100);
+    await CliProcess.killAll();
     await sql?.end();
     await customer?.close();
-    await jwks?.close();
+    await idp?.close();
     await database?.drop();
   });
 
   it(
     "loses no acknowledged event when a replica is killed under load, and its leased runs finish elsewhere, once",
     async () => {
-      const cliEnv = { PATH: process.env.PATH ?? "", AGENTPLANE_DATABASE_URL: database.url };
-      await exec(process.execPath, [CLI, "tenant", "create", "acme", "--admin", "operator"], { env: cliEnv });
-      const { stdout } = await exec(process.execPath, [CLI, "source", "create", "acme", "orders"], { env: cliEnv });
+      const cliEnv = { AGENTPLANE_DATABASE_URL: database.url };
+      await runCli(["tenant", "create", "acme", "--admin", "operator"], cliEnv);
+      const { stdout } = await runCli(["source", "create", "acme", "orders"], cliEnv);
       const webhookToken = /whk_[A-Za-z0-9_-]+/.exec(stdout)![0];
 
       const replicas = await Promise.all([0, 1, 2].map(async () => new CliProcess(["serve"], env(), await freeLoopbackPort())));
       await Promise.all(replicas.map((r, i) => r.ready(`replica ${i} to be ready`, 20_000)));
 
-      const call = async <T>(method: string, body: unknown): Promise<T> => {
-        const res = await fetch(`${replicas[0]!.url}/platform.v1.PlatformService/${method}`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${token}`, "x-platform-tenant": "acme", "content-type": "application/json" },
-          body: JSON.stringify(body),
-        });
-        const text = await res.text();
-        if (res.status !== 200) throw new Error(`${method}: ${res.status} ${text}`);
-        return JSON.parse(text) as T;
-      };
+      const call = <T>(method: string, body: unknown) => platformCall<T>(replicas[0]!, { token, tenant: "acme" }, method, body);
       const { skill } = await call<{ skill: { id: string } }>("CreateSkill", { skill: { name: "tools", mcpUrl: customer.url } });
       const { agent } = await call<{ agent: { id: string } }>("CreateAgent", {
         agent: { name: "a", skillIds: [skill.id], steps: [{ skillId: skill.id, tool: "track", arguments: `{"key": event.id, "ms": ${TOOL_MS}}` }] },

@@ -2,73 +2,32 @@
 // binary): an api process only queues runs, a worker process on the same
 // SQLite file executes them, and `all` executes runs in worker threads that
 // a cancel through the API and a SIGTERM still reach.
-import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import Database from "better-sqlite3";
-import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { freeLoopbackPort } from "./support/listen.js";
-import { startJwksServer, type JwksServer } from "./support/jwks-server.js";
+import { startSigningIdp, type SigningIdp } from "./support/jwks-server.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { sleep, waitFor } from "./support/wait.js";
-import { CLI, CliProcess } from "./support/cli-process.js";
+import { CliProcess, DataDirs, runCli, ServeProcess, serveEnv } from "./support/cli-process.js";
 
-const exec = promisify(execFile);
 const ISSUER = "https://idp.roles.test";
 const AUDIENCE = "https://api.roles.test";
 const OPERATOR = "ops";
 
-let jwks: JwksServer;
+let idp: SigningIdp;
 let token: string;
 let customer: CustomerMcp;
-const dirs: string[] = [];
+const dirs = new DataDirs("agentplane-roles-");
 
 // One `agentplane serve` process with `args` on a data dir.
-class Serve extends CliProcess {
+class Serve extends ServeProcess {
   constructor(dataDir: string, port: number, args: string[], env: Record<string, string> = {}) {
-    super(
-      ["serve", ...args],
-      {
-        AGENTPLANE_DATA_DIR: dataDir,
-        AGENTPLANE_AUTH_MODE: "jwt",
-        AGENTPLANE_JWT_ISSUER: ISSUER,
-        AGENTPLANE_JWT_AUDIENCE: AUDIENCE,
-        AGENTPLANE_JWKS_URL: jwks.url,
-        AGENTPLANE_SECRET_KEY: Buffer.alloc(32, 7).toString("base64"),
-        AGENTPLANE_OUTBOUND_ALLOW: "127.0.0.0/8",
-        AGENTPLANE_LOG_LEVEL: "info",
-        ...env,
-      },
-      port,
-    );
-  }
-
-  async call<T>(method: string, body: unknown): Promise<T> {
-    const res = await fetch(`${this.url}/platform.v1.PlatformService/${method}`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${token}`, "x-platform-tenant": "acme", "content-type": "application/json" },
-      body: JSON.stringify(body),
-    });
-    const text = await res.text();
-    if (res.status !== 200) throw new Error(`${method}: ${res.status} ${text}`);
-    return JSON.parse(text) as T;
-  }
-
-  async stop(): Promise<void> {
-    if (this.exitCode === undefined) this.child.kill("SIGTERM");
-    await this.exit;
+    super(args, { ...serveEnv(dataDir, idp), AGENTPLANE_LOG_LEVEL: "info", ...env }, port, { token, tenant: "acme" });
   }
 }
 
 // A data dir with tenant acme (admin: the operator) created by the CLI.
-async function dataDir(): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), "agentplane-roles-"));
-  dirs.push(dir);
-  await exec(process.execPath, [CLI, "tenant", "create", "acme", "--admin", OPERATOR], { env: { PATH: process.env.PATH ?? "", AGENTPLANE_DATA_DIR: dir } });
-  return dir;
-}
+const dataDir = () => dirs.withTenant("acme", OPERATOR);
 
 interface Run {
   id: string;
@@ -100,25 +59,16 @@ const runStatus = (api: Serve, id: string, status: string, timeoutMs: number) =>
   waitFor(`run ${id} to be ${status}`, timeoutMs, async () => ((await getRun(api, id)).status === status ? true : undefined), 50);
 
 beforeAll(async () => {
-  const { privateKey, publicKey } = await generateKeyPair("RS256");
-  jwks = await startJwksServer([{ ...(await exportJWK(publicKey)), kid: "k1", alg: "RS256", use: "sig" }]);
-  token = await new SignJWT({ scope: "platform:read platform:write", client_id: OPERATOR })
-    .setProtectedHeader({ alg: "RS256", kid: "k1", typ: "at+jwt" })
-    .setIssuer(ISSUER)
-    .setAudience(AUDIENCE)
-    .setSubject(OPERATOR)
-    .setIssuedAt()
-    .setExpirationTime("10m")
-    .sign(privateKey);
+  idp = await startSigningIdp(ISSUER, AUDIENCE);
+  token = await idp.sign(OPERATOR, { client_id: OPERATOR });
   customer = await startOpenMcp();
 });
 
 afterAll(async () => {
-  CliProcess.killAll();
-  await sleep(100);
+  await CliProcess.killAll();
   await customer?.close();
-  await jwks?.close();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  await idp?.close();
+  dirs.removeAll();
 });
 
 describe("agentplane serve --role", () => {
@@ -191,9 +141,7 @@ describe("agentplane serve --role", () => {
 
   it("refuses an unknown role, naming the choices", async () => {
     const dir = await dataDir();
-    const res = await exec(process.execPath, [CLI, "serve", "--role", "both"], {
-      env: { PATH: process.env.PATH ?? "", AGENTPLANE_DATA_DIR: dir, AGENTPLANE_AUTH_MODE: "jwt", AGENTPLANE_JWT_ISSUER: ISSUER, AGENTPLANE_JWT_AUDIENCE: AUDIENCE },
-    }).then(
+    const res = await runCli(["serve", "--role", "both"], { AGENTPLANE_DATA_DIR: dir, AGENTPLANE_AUTH_MODE: "jwt", AGENTPLANE_JWT_ISSUER: ISSUER, AGENTPLANE_JWT_AUDIENCE: AUDIENCE }).then(
       () => ({ code: 0, stderr: "" }),
       (e: { code: number; stderr: string }) => e,
     );

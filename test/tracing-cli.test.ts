@@ -42,7 +42,7 @@ beforeAll(async () => {
   collector = await startCollector();
 });
 afterAll(async () => {
-  CliProcess.killAll();
+  await CliProcess.killAll();
   await mcp.close();
   await collector.close();
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });

@@ -14,6 +14,29 @@ const sleep = (ms: number, signal: AbortSignal) =>
     signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });
   });
 
+type Follow<O> = (
+  o: () => O,
+  signal: AbortSignal,
+  state: { setLiveness: (l: Liveness) => void; setError: (e: string | undefined) => void },
+) => void;
+
+// What both hooks share: liveness and error, the latest options, and `follow`
+// started afresh whenever the key changes, stopped when the page goes.
+function useFollow<O extends { key: string }>(opts: O, follow: Follow<O>) {
+  const [liveness, setLiveness] = useState<Liveness>("connecting");
+  const [error, setError] = useState<string>();
+  const optsRef = useRef(opts);
+  optsRef.current = opts;
+
+  useEffect(() => {
+    const ctl = new AbortController();
+    follow(() => optsRef.current, ctl.signal, { setLiveness, setError });
+    return () => ctl.abort();
+  }, [opts.key]);
+
+  return { liveness, error };
+}
+
 export interface LiveListOptions<T> {
   // Changes when the query changes (tenant, filters): the list starts over.
   key: string;
@@ -30,15 +53,7 @@ export interface LiveListOptions<T> {
 
 export function useLiveList<T>(opts: LiveListOptions<T>) {
   const [items, setItems] = useState<T[]>([]);
-  const [liveness, setLiveness] = useState<Liveness>("connecting");
-  const [error, setError] = useState<string>();
-  const optsRef = useRef(opts);
-  optsRef.current = opts;
-
-  useEffect(() => {
-    const ctl = new AbortController();
-    const { signal } = ctl;
-    const o = () => optsRef.current;
+  const { liveness, error } = useFollow(opts, (o, signal, { setLiveness, setError }) => {
     setItems([]);
     const merge = (incoming: T[]) =>
       setItems((prev) => {
@@ -95,8 +110,7 @@ export function useLiveList<T>(opts: LiveListOptions<T>) {
         }
       }
     })();
-    return () => ctl.abort();
-  }, [opts.key]);
+  });
 
   return { items, liveness, error };
 }
@@ -109,15 +123,7 @@ export function useLiveRecord<T>(opts: {
   done: (item: T) => boolean;
 }) {
   const [item, setItem] = useState<T>();
-  const [liveness, setLiveness] = useState<Liveness>("connecting");
-  const [error, setError] = useState<string>();
-  const optsRef = useRef(opts);
-  optsRef.current = opts;
-
-  useEffect(() => {
-    const ctl = new AbortController();
-    const { signal } = ctl;
-    const o = () => optsRef.current;
+  const { liveness, error } = useFollow(opts, (o, signal, { setLiveness, setError }) => {
     setItem(undefined);
     let last: T | undefined;
     const show = (value: T | undefined) => {
@@ -153,8 +159,7 @@ export function useLiveRecord<T>(opts: {
         }
       }
     })();
-    return () => ctl.abort();
-  }, [opts.key]);
+  });
 
   return { item, setItem, liveness, error };
 }

@@ -2,7 +2,7 @@
 // can change at any time, e.g. to simulate an identity provider rotating keys.
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { JWK } from "jose";
+import { exportJWK, generateKeyPair, SignJWT, type JWK, type JWTPayload } from "jose";
 import { listenOnLoopback } from "./listen.js";
 
 export interface JwksServer {
@@ -48,6 +48,36 @@ export async function startJwksServer(keys: JWK[] = []): Promise<JwksServer> {
         server.close((err) => (err ? reject(err) : resolve()));
         server.closeAllConnections();
       }),
+  };
+}
+
+/** An identity provider: one RS256 key served as a JWKS, and the access tokens it signs. */
+export interface SigningIdp {
+  issuer: string;
+  audience: string;
+  jwks: JwksServer;
+  /** A 10-minute at+jwt for `subject`, with read and write scope unless `claims` say otherwise. */
+  sign(subject: string, claims?: JWTPayload): Promise<string>;
+  close(): Promise<void>;
+}
+
+export async function startSigningIdp(issuer: string, audience: string): Promise<SigningIdp> {
+  const { privateKey, publicKey } = await generateKeyPair("RS256");
+  const jwks = await startJwksServer([{ ...(await exportJWK(publicKey)), kid: "k1", alg: "RS256", use: "sig" }]);
+  return {
+    issuer,
+    audience,
+    jwks,
+    sign: (subject, claims = {}) =>
+      new SignJWT({ scope: "platform:read platform:write", ...claims })
+        .setProtectedHeader({ alg: "RS256", kid: "k1", typ: "at+jwt" })
+        .setIssuer(issuer)
+        .setAudience(audience)
+        .setSubject(subject)
+        .setIssuedAt()
+        .setExpirationTime("10m")
+        .sign(privateKey),
+    close: () => jwks.close(),
   };
 }
 

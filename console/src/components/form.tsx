@@ -45,6 +45,22 @@ export function Field(props: {
   );
 }
 
+// A form whose submit runs `submit` as `action`; the browser's own validation
+// is off so that the API's messages show instead.
+export function ActionForm(props: { action: ReturnType<typeof useAction>; submit: () => Promise<unknown>; children: ReactNode }) {
+  return (
+    <form
+      noValidate
+      onSubmit={(e) => {
+        e.preventDefault();
+        void props.action.run(props.submit);
+      }}
+    >
+      {props.children}
+    </form>
+  );
+}
+
 export function ErrorBanner({ message }: { message?: string }) {
   if (!message) return null;
   return (

@@ -2,6 +2,7 @@ import type { Event } from "../../../gen/platform/v1/event_pb.js";
 import type { WebhookSource } from "../../../gen/platform/v1/webhook_source_pb.js";
 import { Facts, Json, LiveIndicator, Status } from "../components/bits.js";
 import { ErrorBanner, useAction } from "../components/form.js";
+import { RecordTable } from "../components/records.js";
 import { millis, runStatusName, time } from "../format.js";
 import { useLiveList } from "../live.js";
 import { Link, useRouter } from "../router.js";
@@ -63,33 +64,21 @@ export function EventsPage() {
         <button type="submit">Filter</button>
         <LiveIndicator liveness={liveness} />
       </form>
-      <ErrorBanner message={error} />
-      {items.length === 0 ? (
-        <p>No events yet.</p>
-      ) : (
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Received</th>
-              <th scope="col">Type</th>
-              <th scope="col">Source</th>
-              <th scope="col">Runs</th>
-            </tr>
-          </thead>
-          <tbody>
-            {items.map((e) => (
-              <tr key={e.id}>
-                <td>
-                  <Link to={`${base}/events/${e.id}`}>{time(e.receiveTime)}</Link>
-                </td>
-                <td>{e.eventType}</td>
-                <td>{sourceName(sources, e.sourceId)}</td>
-                <td>{e.runIds.length}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+      <RecordTable
+        columns={["Received", "Type", "Source", "Runs"]}
+        empty="No events yet."
+        error={error}
+        rows={items.map((e) => (
+          <tr key={e.id}>
+            <td>
+              <Link to={`${base}/events/${e.id}`}>{time(e.receiveTime)}</Link>
+            </td>
+            <td>{e.eventType}</td>
+            <td>{sourceName(sources, e.sourceId)}</td>
+            <td>{e.runIds.length}</td>
+          </tr>
+        ))}
+      />
     </>
   );
 }

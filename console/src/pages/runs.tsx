@@ -1,6 +1,7 @@
 import { RunStatus, StepStatus, type Run, type RunStep } from "../../../gen/platform/v1/run_pb.js";
 import { Facts, Json, LiveIndicator, Status } from "../components/bits.js";
 import { ErrorBanner, useAction } from "../components/form.js";
+import { RecordTable } from "../components/records.js";
 import { duration, isTerminal, millis, RUN_STATUSES, runStatusName, stepStatusName, time, valueJson } from "../format.js";
 import { useLiveList, useLiveRecord } from "../live.js";
 import { Link, useRouter } from "../router.js";
@@ -68,37 +69,25 @@ export function RunsPage() {
         )}
         <LiveIndicator liveness={liveness} />
       </div>
-      <ErrorBanner message={error} />
-      {items.length === 0 ? (
-        <p>No runs.</p>
-      ) : (
-        <table className="runs">
-          <thead>
-            <tr>
-              <th scope="col">Run</th>
-              <th scope="col">Agent</th>
-              <th scope="col">Status</th>
-              <th scope="col">Created</th>
-              <th scope="col">Started by</th>
-            </tr>
-          </thead>
-          <tbody>
-            {items.map((r) => (
-              <tr key={r.id} data-run-id={r.id}>
-                <td>
-                  <Link to={`${base}/runs/${r.id}`}>{r.id}</Link>
-                </td>
-                <td>{agentName(r.agentId)}</td>
-                <td>
-                  <Status name={runStatusName(r.status)} />
-                </td>
-                <td>{time(r.createTime)}</td>
-                <td>{r.eventId ? <Link to={`${base}/events/${r.eventId}`}>event</Link> : r.triggerId ? "trigger" : "by hand"}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+      <RecordTable
+        columns={["Run", "Agent", "Status", "Created", "Started by"]}
+        className="runs"
+        empty="No runs."
+        error={error}
+        rows={items.map((r) => (
+          <tr key={r.id} data-run-id={r.id}>
+            <td>
+              <Link to={`${base}/runs/${r.id}`}>{r.id}</Link>
+            </td>
+            <td>{agentName(r.agentId)}</td>
+            <td>
+              <Status name={runStatusName(r.status)} />
+            </td>
+            <td>{time(r.createTime)}</td>
+            <td>{r.eventId ? <Link to={`${base}/events/${r.eventId}`}>event</Link> : r.triggerId ? "trigger" : "by hand"}</td>
+          </tr>
+        ))}
+      />
     </>
   );
 }

@@ -2,7 +2,8 @@ import { useState } from "react";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Skill, SkillAuthSchema } from "../../../gen/platform/v1/skill_pb.js";
 import { Facts, Json } from "../components/bits.js";
-import { ErrorBanner, Field, placeProblem, useAction } from "../components/form.js";
+import { ActionForm, ErrorBanner, Field, placeProblem, useAction } from "../components/form.js";
+import { EditPage, RecordActions, RecordList, SubmitButton } from "../components/records.js";
 import { time } from "../format.js";
 import { Link, useRouter } from "../router.js";
 import { useTenant } from "../tenant.js";
@@ -12,35 +13,27 @@ const authName = (s: Skill) =>
   s.auth?.mode.case === "staticBearer" ? "static bearer token" : s.auth?.mode.case === "oauth" ? `OAuth client ${s.auth.mode.value.clientId}` : "none";
 
 export function SkillsPage() {
-  const { api, tenant, base, canWrite } = useTenant();
+  const { api, tenant, base } = useTenant();
   const skills = useLoad(async () => (await api.listSkills({ pageSize: 100 })).skills, [tenant]);
   return (
-    <>
-      <Heading>Skills</Heading>
-      {canWrite && (
-        <p>
-          <Link to={`${base}/skills/new`} className="button">
-            New skill
-          </Link>
-        </p>
+    <RecordList
+      title="Skills"
+      create={{ to: `${base}/skills/new`, label: "New skill" }}
+      records={skills}
+      empty="No skills yet. A skill is an MCP server whose tools agents call."
+    >
+      {(s) => (
+        <>
+          <Link to={`${base}/skills/${s.id}`}>{s.name}</Link> <span className="muted">{s.tools.length} tools</span>
+          {s.toolsRefreshError && <span className="warning"> listing tools failed</span>}
+        </>
       )}
-      <ErrorBanner message={skills.error} />
-      {skills.value?.length === 0 && <p>No skills yet. A skill is an MCP server whose tools agents call.</p>}
-      <ul className="records">
-        {skills.value?.map((s) => (
-          <li key={s.id}>
-            <Link to={`${base}/skills/${s.id}`}>{s.name}</Link> <span className="muted">{s.tools.length} tools</span>
-            {s.toolsRefreshError && <span className="warning"> listing tools failed</span>}
-          </li>
-        ))}
-      </ul>
-    </>
+    </RecordList>
   );
 }
 
 export function SkillPage({ id }: { id: string }) {
-  const { api, base, canWrite } = useTenant();
-  const { navigate } = useRouter();
+  const { api, base } = useTenant();
   const skill = useLoad(async () => (await api.getSkill({ id })).skill, [id]);
   const refresh = useAction();
   const del = useAction();
@@ -51,37 +44,31 @@ export function SkillPage({ id }: { id: string }) {
       <ErrorBanner message={skill.error} />
       {s && (
         <>
-          {canWrite && (
-            <p className="actions">
-              <Link to={`${base}/skills/${id}/edit`} className="button">
-                Edit
-              </Link>{" "}
-              <button
-                type="button"
-                disabled={refresh.busy}
-                onClick={() =>
-                  void refresh.run(async () => {
-                    try {
-                      const res = await api.refreshSkillTools({ id });
-                      if (res.skill) skill.setValue(res.skill);
-                    } finally {
-                      // A failed refresh is recorded on the skill: show it.
-                      skill.reload();
-                    }
-                  })
-                }
-              >
-                Refresh tools
-              </button>{" "}
-              <button
-                type="button"
-                className="danger"
-                onClick={() => confirm(`Delete skill ${s.name}?`) && void del.run(async () => (await api.deleteSkill({ id }), navigate(`${base}/skills`)))}
-              >
-                Delete
-              </button>
-            </p>
-          )}
+          <RecordActions
+            list={`${base}/skills`}
+            id={id}
+            confirm={`Delete skill ${s.name}?`}
+            del={del}
+            remove={() => api.deleteSkill({ id })}
+          >
+            <button
+              type="button"
+              disabled={refresh.busy}
+              onClick={() =>
+                void refresh.run(async () => {
+                  try {
+                    const res = await api.refreshSkillTools({ id });
+                    if (res.skill) skill.setValue(res.skill);
+                  } finally {
+                    // A failed refresh is recorded on the skill: show it.
+                    skill.reload();
+                  }
+                })
+              }
+            >
+              Refresh tools
+            </button>
+          </RecordActions>
           <ErrorBanner message={refresh.problem?.message ?? del.problem?.message} />
           <Facts
             rows={[
@@ -150,17 +137,14 @@ function SkillForm({ skill }: { skill?: Skill }) {
           : { case: "none" as const, value: {} },
   });
   return (
-    <form
-      noValidate
-      onSubmit={(e) => {
-        e.preventDefault();
-        void action.run(async () => {
-          const message = { id: skill?.id ?? "", name, mcpUrl, auth: auth() };
-          const res = skill
-            ? await api.updateSkill({ skill: message, updateMask: { paths: ["name", "mcp_url", "auth"] } })
-            : await api.createSkill({ skill: message });
-          if (res.skill) navigate(`${base}/skills/${res.skill.id}`);
-        });
+    <ActionForm
+      action={action}
+      submit={async () => {
+        const message = { id: skill?.id ?? "", name, mcpUrl, auth: auth() };
+        const res = skill
+          ? await api.updateSkill({ skill: message, updateMask: { paths: ["name", "mcp_url", "auth"] } })
+          : await api.createSkill({ skill: message });
+        if (res.skill) navigate(`${base}/skills/${res.skill.id}`);
       }}
     >
       <ErrorBanner message={general} />
@@ -208,10 +192,8 @@ function SkillForm({ skill }: { skill?: Skill }) {
           </Field>
         </>
       )}
-      <button type="submit" disabled={action.busy}>
-        {skill ? "Save skill" : "Create skill"}
-      </button>
-    </form>
+      <SubmitButton busy={action.busy} editing={!!skill} noun="skill" />
+    </ActionForm>
   );
 }
 
@@ -219,10 +201,8 @@ export function SkillEditPage({ id }: { id?: string }) {
   const { api } = useTenant();
   const skill = useLoad(async () => (id ? (await api.getSkill({ id })).skill : undefined), [id]);
   return (
-    <>
-      <Heading>{id ? `Edit skill ${skill.value?.name ?? ""}` : "New skill"}</Heading>
-      <ErrorBanner message={skill.error} />
-      {(!id || skill.value) && <SkillForm skill={skill.value} />}
-    </>
+    <EditPage title={id ? `Edit skill ${skill.value?.name ?? ""}` : "New skill"} error={skill.error} ready={!id || !!skill.value}>
+      <SkillForm skill={skill.value} />
+    </EditPage>
   );
 }

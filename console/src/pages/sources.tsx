@@ -1,35 +1,29 @@
 import { useState } from "react";
 import type { WebhookSource } from "../../../gen/platform/v1/webhook_source_pb.js";
 import { Facts } from "../components/bits.js";
-import { ErrorBanner, Field, placeProblem, useAction } from "../components/form.js";
+import { ActionForm, ErrorBanner, Field, placeProblem, useAction } from "../components/form.js";
+import { EditPage, RecordActions, RecordList, SubmitButton } from "../components/records.js";
 import { time } from "../format.js";
 import { Link, useRouter } from "../router.js";
 import { useTenant } from "../tenant.js";
 import { Heading, useLoad } from "./common.js";
 
 export function SourcesPage() {
-  const { api, tenant, base, canWrite } = useTenant();
+  const { api, tenant, base } = useTenant();
   const sources = useLoad(async () => (await api.listWebhookSources({ pageSize: 100 })).webhookSources, [tenant]);
   return (
-    <>
-      <Heading>Webhook sources</Heading>
-      {canWrite && (
-        <p>
-          <Link to={`${base}/sources/new`} className="button">
-            New source
-          </Link>
-        </p>
+    <RecordList
+      title="Webhook sources"
+      create={{ to: `${base}/sources/new`, label: "New source" }}
+      records={sources}
+      empty="No sources yet. A source is a sender of webhook events with its own token."
+    >
+      {(s) => (
+        <>
+          <Link to={`${base}/sources/${s.id}`}>{s.name}</Link> {s.enabled === false && <span className="muted">(disabled)</span>}
+        </>
       )}
-      <ErrorBanner message={sources.error} />
-      {sources.value?.length === 0 && <p>No sources yet. A source is a sender of webhook events with its own token.</p>}
-      <ul className="records">
-        {sources.value?.map((s) => (
-          <li key={s.id}>
-            <Link to={`${base}/sources/${s.id}`}>{s.name}</Link> {s.enabled === false && <span className="muted">(disabled)</span>}
-          </li>
-        ))}
-      </ul>
-    </>
+    </RecordList>
   );
 }
 
@@ -102,7 +96,6 @@ function TestEvent({ source }: { source: WebhookSource }) {
 
 export function SourcePage({ id }: { id: string }) {
   const { api, base, canWrite } = useTenant();
-  const { navigate } = useRouter();
   const source = useLoad(async () => (await api.getWebhookSource({ id })).webhookSource, [id]);
   const [token, setToken] = useState<string | undefined>(() => takeCreatedToken(id));
   const rotate = useAction();
@@ -115,34 +108,28 @@ export function SourcePage({ id }: { id: string }) {
       {token && <TokenOnce token={token} />}
       {s && (
         <>
-          {canWrite && (
-            <p className="actions">
-              <Link to={`${base}/sources/${id}/edit`} className="button">
-                Edit
-              </Link>{" "}
-              <button
-                type="button"
-                disabled={rotate.busy}
-                onClick={() =>
-                  confirm("Issue a new token? The old one stays valid for 24 hours.") &&
-                  void rotate.run(async () => {
-                    const res = await api.rotateWebhookSourceToken({ id });
-                    setToken(res.token);
-                    if (res.webhookSource) source.setValue(res.webhookSource);
-                  })
-                }
-              >
-                Rotate token
-              </button>{" "}
-              <button
-                type="button"
-                className="danger"
-                onClick={() => confirm(`Delete source ${s.name}?`) && void del.run(async () => (await api.deleteWebhookSource({ id }), navigate(`${base}/sources`)))}
-              >
-                Delete
-              </button>
-            </p>
-          )}
+          <RecordActions
+            list={`${base}/sources`}
+            id={id}
+            confirm={`Delete source ${s.name}?`}
+            del={del}
+            remove={() => api.deleteWebhookSource({ id })}
+          >
+            <button
+              type="button"
+              disabled={rotate.busy}
+              onClick={() =>
+                confirm("Issue a new token? The old one stays valid for 24 hours.") &&
+                void rotate.run(async () => {
+                  const res = await api.rotateWebhookSourceToken({ id });
+                  setToken(res.token);
+                  if (res.webhookSource) source.setValue(res.webhookSource);
+                })
+              }
+            >
+              Rotate token
+            </button>
+          </RecordActions>
           <ErrorBanner message={rotate.problem?.message ?? del.problem?.message} />
           <Facts
             rows={[
@@ -179,21 +166,18 @@ function SourceForm({ source }: { source?: WebhookSource }) {
   const action = useAction();
   const { at, general } = placeProblem(action.problem, ["webhook_source.name"]);
   return (
-    <form
-      noValidate
-      onSubmit={(e) => {
-        e.preventDefault();
-        void action.run(async () => {
-          const message = { id: source?.id ?? "", name, enabled };
-          if (source) {
-            await api.updateWebhookSource({ webhookSource: message, updateMask: { paths: ["name", "enabled"] } });
-            navigate(`${base}/sources/${source.id}`);
-          } else {
-            const res = await api.createWebhookSource({ webhookSource: message });
-            created = { id: res.webhookSource!.id, token: res.token };
-            navigate(`${base}/sources/${created.id}`);
-          }
-        });
+    <ActionForm
+      action={action}
+      submit={async () => {
+        const message = { id: source?.id ?? "", name, enabled };
+        if (source) {
+          await api.updateWebhookSource({ webhookSource: message, updateMask: { paths: ["name", "enabled"] } });
+          navigate(`${base}/sources/${source.id}`);
+        } else {
+          const res = await api.createWebhookSource({ webhookSource: message });
+          created = { id: res.webhookSource!.id, token: res.token };
+          navigate(`${base}/sources/${created.id}`);
+        }
       }}
     >
       <ErrorBanner message={general} />
@@ -206,10 +190,8 @@ function SourceForm({ source }: { source?: WebhookSource }) {
           refused)
         </label>
       </div>
-      <button type="submit" disabled={action.busy}>
-        {source ? "Save source" : "Create source"}
-      </button>
-    </form>
+      <SubmitButton busy={action.busy} editing={!!source} noun="source" />
+    </ActionForm>
   );
 }
 
@@ -217,10 +199,8 @@ export function SourceEditPage({ id }: { id?: string }) {
   const { api } = useTenant();
   const source = useLoad(async () => (id ? (await api.getWebhookSource({ id })).webhookSource : undefined), [id]);
   return (
-    <>
-      <Heading>{id ? `Edit source ${source.value?.name ?? ""}` : "New webhook source"}</Heading>
-      <ErrorBanner message={source.error} />
-      {(!id || source.value) && <SourceForm source={source.value} />}
-    </>
+    <EditPage title={id ? `Edit source ${source.value?.name ?? ""}` : "New webhook source"} error={source.error} ready={!id || !!source.value}>
+      <SourceForm source={source.value} />
+    </EditPage>
   );
 }

@@ -4,7 +4,8 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Trigger, TriggerSchema } from "../../../gen/platform/v1/trigger_pb.js";
 import type { WebhookSource } from "../../../gen/platform/v1/webhook_source_pb.js";
 import { Facts } from "../components/bits.js";
-import { ErrorBanner, Field, placeProblem, useAction } from "../components/form.js";
+import { ActionForm, ErrorBanner, Field, placeProblem, useAction } from "../components/form.js";
+import { EditPage, RecordActions, RecordList, SubmitButton } from "../components/records.js";
 import { time } from "../format.js";
 import { Link, useRouter } from "../router.js";
 import { useTenant } from "../tenant.js";
@@ -26,39 +27,26 @@ function describe(t: Trigger, sourceName: (id: string) => string): string {
 }
 
 export function TriggersPage() {
-  const { api, tenant, base, canWrite } = useTenant();
+  const { api, tenant, base } = useTenant();
   const triggers = useLoad(async () => (await api.listTriggers({ pageSize: 100 })).triggers, [tenant]);
   const agentName = useAgentNames();
   const sources = useSources();
   const sourceName = (id: string) => sources.find((s) => s.id === id)?.name ?? id;
   return (
-    <>
-      <Heading>Triggers</Heading>
-      {canWrite && (
-        <p>
-          <Link to={`${base}/triggers/new`} className="button">
-            New trigger
-          </Link>
-        </p>
+    <RecordList title="Triggers" create={{ to: `${base}/triggers/new`, label: "New trigger" }} records={triggers} empty="No triggers yet.">
+      {(t) => (
+        <>
+          <Link to={`${base}/triggers/${t.id}`}>{describe(t, sourceName)}</Link> → {agentName(t.agentId)}{" "}
+          {t.enabled === false && <span className="muted">(disabled)</span>}
+          {t.filterError && <span className="warning"> filter failing</span>}
+        </>
       )}
-      <ErrorBanner message={triggers.error} />
-      {triggers.value?.length === 0 && <p>No triggers yet.</p>}
-      <ul className="records">
-        {triggers.value?.map((t) => (
-          <li key={t.id}>
-            <Link to={`${base}/triggers/${t.id}`}>{describe(t, sourceName)}</Link> → {agentName(t.agentId)}{" "}
-            {t.enabled === false && <span className="muted">(disabled)</span>}
-            {t.filterError && <span className="warning"> filter failing</span>}
-          </li>
-        ))}
-      </ul>
-    </>
+    </RecordList>
   );
 }
 
 export function TriggerPage({ id }: { id: string }) {
-  const { api, base, canWrite } = useTenant();
-  const { navigate } = useRouter();
+  const { api, base } = useTenant();
   const trigger = useLoad(async () => (await api.getTrigger({ id })).trigger, [id]);
   const agentName = useAgentNames();
   const sources = useSources();
@@ -70,20 +58,13 @@ export function TriggerPage({ id }: { id: string }) {
       <ErrorBanner message={trigger.error} />
       {t && (
         <>
-          {canWrite && (
-            <p className="actions">
-              <Link to={`${base}/triggers/${id}/edit`} className="button">
-                Edit
-              </Link>{" "}
-              <button
-                type="button"
-                className="danger"
-                onClick={() => confirm("Delete this trigger?") && void del.run(async () => (await api.deleteTrigger({ id }), navigate(`${base}/triggers`)))}
-              >
-                Delete
-              </button>
-            </p>
-          )}
+          <RecordActions
+            list={`${base}/triggers`}
+            id={id}
+            confirm="Delete this trigger?"
+            del={del}
+            remove={() => api.deleteTrigger({ id })}
+          />
           <ErrorBanner message={del.problem?.message} />
           <Facts
             rows={[
@@ -137,16 +118,13 @@ function TriggerForm({ trigger, agents, sources }: { trigger?: Trigger; agents: 
           : { case: "manual" as const, value: {} },
   });
   return (
-    <form
-      noValidate
-      onSubmit={(e) => {
-        e.preventDefault();
-        void action.run(async () => {
-          const res = trigger
-            ? await api.updateTrigger({ trigger: message(), updateMask: { paths: ["agent_id", "enabled", kind] } })
-            : await api.createTrigger({ trigger: message() });
-          if (res.trigger) navigate(`${base}/triggers/${res.trigger.id}`);
-        });
+    <ActionForm
+      action={action}
+      submit={async () => {
+        const res = trigger
+          ? await api.updateTrigger({ trigger: message(), updateMask: { paths: ["agent_id", "enabled", kind] } })
+          : await api.createTrigger({ trigger: message() });
+        if (res.trigger) navigate(`${base}/triggers/${res.trigger.id}`);
       }}
     >
       <ErrorBanner message={general} />
@@ -208,10 +186,8 @@ function TriggerForm({ trigger, agents, sources }: { trigger?: Trigger; agents: 
           </Field>
         </>
       )}
-      <button type="submit" disabled={action.busy}>
-        {trigger ? "Save trigger" : "Create trigger"}
-      </button>
-    </form>
+      <SubmitButton busy={action.busy} editing={!!trigger} noun="trigger" />
+    </ActionForm>
   );
 }
 
@@ -222,10 +198,8 @@ export function TriggerEditPage({ id }: { id?: string }) {
   const sources = useLoad(async () => (await api.listWebhookSources({ pageSize: 100 })).webhookSources, [tenant]);
   const ready = agents.value && sources.value && (!id || trigger.value);
   return (
-    <>
-      <Heading>{id ? "Edit trigger" : "New trigger"}</Heading>
-      <ErrorBanner message={trigger.error ?? agents.error ?? sources.error} />
-      {ready && <TriggerForm trigger={trigger.value} agents={agents.value!} sources={sources.value!} />}
-    </>
+    <EditPage title={id ? "Edit trigger" : "New trigger"} error={trigger.error ?? agents.error ?? sources.error} ready={!!ready}>
+      <TriggerForm trigger={trigger.value} agents={agents.value!} sources={sources.value!} />
+    </EditPage>
   );
 }
