@@ -9,6 +9,7 @@ import { AddressPolicy } from "./integrations/outbound/address-policy.js";
 import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, QUOTA_VARIABLES, type Quotas } from "./service/limits.js";
 import { openFileLimit } from "./lib/open-file-limit.js";
 import { DEFAULT_HTTP_LIMITS, type HttpLimits } from "./surfaces/http-limits.js";
+import { DEFAULT_TENANT_INFLIGHT_BYTES } from "./surfaces/inflight-bytes.js";
 
 export type AuthConfig =
   | ({ mode: "jwt" } & Required<Pick<JwtOptions, "issuer" | "audience" | "algorithms" | "clockToleranceSeconds">> & Pick<JwtOptions, "jwksUrl">)
@@ -38,6 +39,8 @@ export interface Config extends StoreConfig {
   webhookMaxBytes: number;
   webhookRatePerSecond: number;
   webhookBurst: number;
+  // Webhook body bytes one tenant may have in flight in one process.
+  webhookTenantInflightBytes: number;
   // Deepest nesting of a webhook payload or run input.
   jsonMaxDepth: number;
   quotas: Quotas;
@@ -294,6 +297,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     webhookMaxBytes: int(env, "AGENTPLANE_WEBHOOK_MAX_BYTES", 1024 * 1024, problems),
     webhookRatePerSecond: positiveInt(env, "AGENTPLANE_WEBHOOK_RATE_PER_SECOND", 100, problems),
     webhookBurst: positiveInt(env, "AGENTPLANE_WEBHOOK_BURST", 200, problems),
+    webhookTenantInflightBytes: positiveInt(env, "AGENTPLANE_WEBHOOK_TENANT_INFLIGHT_BYTES", DEFAULT_TENANT_INFLIGHT_BYTES, problems),
     jsonMaxDepth: positiveInt(env, "AGENTPLANE_WEBHOOK_MAX_DEPTH", DEFAULT_JSON_MAX_DEPTH, problems),
     quotas: parseQuotas(env, problems),
     workerConcurrency: positiveInt(env, "AGENTPLANE_WORKER_CONCURRENCY", 8, problems),

@@ -138,7 +138,12 @@ async function serveWith(config: Config, logger: Logger, authenticator: Authenti
     metricsToken: config.metricsToken,
     devIssuer,
     mcp: { publicUrl: config.publicUrl, authorizationServers: config.mcpAuthorizationServers },
-    webhook: { maxBytes: config.webhookMaxBytes, ratePerSecond: config.webhookRatePerSecond, burst: config.webhookBurst },
+    webhook: {
+      maxBytes: config.webhookMaxBytes,
+      ratePerSecond: config.webhookRatePerSecond,
+      burst: config.webhookBurst,
+      tenantInflightBytes: config.webhookTenantInflightBytes,
+    },
     outbound: config.outbound,
     expressions: expressionOptions(config),
     quotas: config.quotas,

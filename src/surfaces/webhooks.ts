@@ -3,10 +3,22 @@ import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-con
 import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
 import type { WebhookSourceRow } from "../store/rows.js";
 import type { WebhookIngestion } from "../service/webhooks.js";
+import { InflightBytes } from "./inflight-bytes.js";
 
 export interface WebhookSurfaceOptions {
   ingestion: WebhookIngestion;
   maxBytes: number;
+  // Body bytes one tenant may have in flight in this process; past it, 429.
+  tenantInflightBytes: number;
+}
+
+// What an admitted request holds until it is answered and its handler is done.
+interface Admitted {
+  source: WebhookSourceRow;
+  bytes: number;
+  handling: boolean;
+  closed: boolean;
+  released: boolean;
 }
 
 // Fastify's own refusals while reading the body, in the webhook error shape.
@@ -20,8 +32,19 @@ const FASTIFY_ERRORS: Record<string, { status: number; error: string; message: s
 // POST /webhooks/events: the token is checked (and the source's rate limit
 // taken) before the body is read, so unauthenticated senders cost nothing;
 // the body limit is enforced while streaming, chunked bodies included.
-export async function webhookSurface(app: FastifyInstance, { ingestion, maxBytes }: WebhookSurfaceOptions): Promise<void> {
-  const sources = new WeakMap<FastifyRequest, WebhookSourceRow>();
+//
+// A tenant's bodies in flight are bounded in bytes (declared Content-Length,
+// or the body limit for a chunked body), so one tenant's flood is refused
+// with 429 before its bodies are read instead of queueing parses, filter
+// evaluations and commits ahead of other tenants' webhooks.
+export async function webhookSurface(app: FastifyInstance, { ingestion, maxBytes, tenantInflightBytes }: WebhookSurfaceOptions): Promise<void> {
+  const admitted = new WeakMap<FastifyRequest, Admitted>();
+  const inflight = new InflightBytes(tenantInflightBytes);
+  const release = (a: Admitted) => {
+    if (a.released) return;
+    a.released = true;
+    inflight.give(a.source.tenantId, a.bytes);
+  };
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("application/json", { parseAs: "string", bodyLimit: maxBytes }, (_req, body, done) => {
@@ -46,14 +69,34 @@ export async function webhookSurface(app: FastifyInstance, { ingestion, maxBytes
     return reply.status(500).send({ error: "internal", message: "internal error" });
   });
 
-  app.addHook("onRequest", async (req) => {
+  app.addHook("onRequest", async (req, reply) => {
     const token = req.headers["x-webhook-token"];
-    sources.set(req, await ingestion.authenticate(Array.isArray(token) ? token[0] : token));
+    const source = await ingestion.authenticate(Array.isArray(token) ? token[0] : token);
+    const declared = Number(req.headers["content-length"]);
+    const bytes = Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, maxBytes) : maxBytes;
+    if (!inflight.take(source.tenantId, bytes))
+      throw new ConnectError("this tenant has too many webhook bytes in flight; retry later", Code.ResourceExhausted, { "retry-after": "1" });
+    const a: Admitted = { source, bytes, handling: false, closed: false, released: false };
+    admitted.set(req, a);
+    // Held until the answer is out (or the connection gone) and the handler
+    // is done: a sender that hangs up after its body still holds its share
+    // while that body is processed.
+    reply.raw.once("close", () => {
+      a.closed = true;
+      if (!a.handling) release(a);
+    });
   });
 
   app.post("/webhooks/events", { bodyLimit: maxBytes }, async (req, reply) => {
-    const key = req.headers["idempotency-key"] ?? req.headers["webhook-id"];
-    const result = await ingestion.accept(sources.get(req)!, req.body, Array.isArray(key) ? key[0] : key);
-    return reply.status(result.status).send(result.body);
+    const a = admitted.get(req)!;
+    a.handling = true;
+    try {
+      const key = req.headers["idempotency-key"] ?? req.headers["webhook-id"];
+      const result = await ingestion.accept(a.source, req.body, Array.isArray(key) ? key[0] : key);
+      return reply.status(result.status).send(result.body);
+    } finally {
+      a.handling = false;
+      if (a.closed) release(a);
+    }
   });
 }
