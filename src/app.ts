@@ -24,6 +24,7 @@ import { createOutboundFetch, DEFAULT_OUTBOUND, type OutboundOptions } from "./i
 import { createSkillPool } from "./integrations/skill-pool-factory.js";
 import type { SkillPool } from "./integrations/mcp-client/skill-pool.js";
 import { restSurface } from "./surfaces/rest.js";
+import { DEFAULT_TENANT_INFLIGHT_BYTES } from "./surfaces/inflight-bytes.js";
 import { webhookSurface } from "./surfaces/webhooks.js";
 import type { Scheduler } from "./runtime/scheduler.js";
 import type { Worker } from "./runtime/worker.js";
@@ -45,7 +46,9 @@ export interface AppOptions {
   tenantClaim?: string;
   metricsToken?: string;
   devIssuer?: DevIssuer;
-  webhook?: { maxBytes: number; ratePerSecond: number; burst: number };
+  // `tenantInflightBytes`: body bytes one tenant may have in flight (default
+  // DEFAULT_TENANT_INFLIGHT_BYTES).
+  webhook?: { maxBytes: number; ratePerSecond: number; burst: number; tenantInflightBytes?: number };
   // Executes runs on this thread (tests; `AGENTPLANE_WORKER_THREADS=0`).
   runtime?: RuntimeOptions;
   // Executes runs elsewhere in this process (worker threads). With neither,
@@ -193,7 +196,12 @@ export async function buildApp(options: AppOptions): Promise<App> {
       authorizationServers: options.mcp?.authorizationServers ?? [],
       version: VERSION,
     });
-    await server.register(webhookSurface, { ingestion: platform.webhooks, maxBytes: options.webhook?.maxBytes ?? 1024 * 1024, observer });
+    await server.register(webhookSurface, {
+      ingestion: platform.webhooks,
+      maxBytes: options.webhook?.maxBytes ?? 1024 * 1024,
+      tenantInflightBytes: options.webhook?.tenantInflightBytes ?? DEFAULT_TENANT_INFLIGHT_BYTES,
+      observer,
+    });
     if (options.devIssuer) await server.register(devIssuerSurface, { issuer: options.devIssuer });
     await server.register(consoleSurface, {
       settings: options.console ?? { issuer: "", clientId: "", audience: "", scopes: "" },

@@ -11,6 +11,7 @@ import { openFileLimit } from "./lib/open-file-limit.js";
 import type { ConsoleSettings } from "./surfaces/console.js";
 import { DEFAULT_HTTP_LIMITS, type HttpLimits } from "./surfaces/http-limits.js";
 import { DEFAULT_STREAM_LIMITS, type StreamLimits } from "./service/streams.js";
+import { DEFAULT_TENANT_INFLIGHT_BYTES } from "./surfaces/inflight-bytes.js";
 
 export type AuthConfig =
   | ({ mode: "jwt" } & Required<Pick<JwtOptions, "issuer" | "audience" | "algorithms" | "clockToleranceSeconds">> & Pick<JwtOptions, "jwksUrl">)
@@ -44,6 +45,8 @@ export interface Config extends StoreConfig {
   webhookMaxBytes: number;
   webhookRatePerSecond: number;
   webhookBurst: number;
+  // Webhook body bytes one tenant may have in flight in one process.
+  webhookTenantInflightBytes: number;
   // Deepest nesting of a webhook payload or run input.
   jsonMaxDepth: number;
   quotas: Quotas;
@@ -369,6 +372,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     webhookMaxBytes: int(env, "AGENTPLANE_WEBHOOK_MAX_BYTES", 1024 * 1024, problems),
     webhookRatePerSecond: positiveInt(env, "AGENTPLANE_WEBHOOK_RATE_PER_SECOND", 100, problems),
     webhookBurst: positiveInt(env, "AGENTPLANE_WEBHOOK_BURST", 200, problems),
+    webhookTenantInflightBytes: positiveInt(env, "AGENTPLANE_WEBHOOK_TENANT_INFLIGHT_BYTES", DEFAULT_TENANT_INFLIGHT_BYTES, problems),
     jsonMaxDepth: positiveInt(env, "AGENTPLANE_WEBHOOK_MAX_DEPTH", DEFAULT_JSON_MAX_DEPTH, problems),
     quotas: parseQuotas(env, problems),
     workerConcurrency: positiveInt(env, "AGENTPLANE_WORKER_CONCURRENCY", 8, problems),

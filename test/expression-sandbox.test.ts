@@ -92,6 +92,29 @@ describe("expression sandbox", () => {
     expect(waited).toBeLessThan(600);
   });
 
+  it("keeps serving a tenant whose expression was cut off on the second process while the first stood idle", async () => {
+    const fresh = new ExpressionSandbox({ workers: 2 });
+    try {
+      fresh.warm();
+      await new Promise((r) => setTimeout(r, 1500)); // both processes ready
+      const SANDBOXED = "$sum([1..3]) = 6"; // a range: never inline
+      // "quick" takes the first process and is done at once; "runaway"'s
+      // first filter, a native step that never yields, takes the second and
+      // is killed with the first idle; the rest of its job must still run.
+      const quick = fresh.evaluate("quick", [SANDBOXED], {}, 5000, "filter");
+      const items = Array.from({ length: 30_000 }, (_, i) => ({ i }));
+      const runaway = fresh.evaluate("runaway", ["$count($distinct(payload.items)) > 1", SANDBOXED], { payload: { items } }, 200, "filter");
+      expect(await quick).toEqual([{ ok: true, value: true }]);
+      const settled = await Promise.race([runaway, new Promise((r) => setTimeout(() => r("still waiting after 5 s"), 5000))]);
+      expect(settled).toEqual([
+        { ok: false, kind: "timeout", message: expect.stringContaining("stopped") },
+        { ok: true, value: true },
+      ]);
+    } finally {
+      await fresh.close();
+    }
+  });
+
   it("refuses at once past a tenant's waiting limit", async () => {
     const jobs = Array.from({ length: 60 }, () => sandbox.evaluate("greedy", [ENDLESS], {}, 20, "filter").then(() => "done", (e: Error) => e.name));
     const settled = await Promise.all(jobs);

@@ -54,6 +54,47 @@ function rows<T>(server: TestServer, sql: string, ...params: unknown[]): T[] {
 }
 
 const ORDER = { event_type: "order.created", payload: { total: 250, id: "o-1" } };
+// Valid JSON that is not an event: 400 when admitted, so a probe stores nothing.
+const NOT_AN_EVENT = { event_type: "order.created", note: "x".repeat(800) };
+
+async function until(check: () => Promise<boolean>, ms = 10_000): Promise<void> {
+  for (const deadline = Date.now() + ms; !(await check()); await new Promise((r) => setTimeout(r, 20)))
+    if (Date.now() > deadline) throw new Error("the condition did not hold in time");
+}
+
+// A webhook whose headers and first half of its body are sent; the rest on
+// finish(), or the connection dropped on abort().
+function heldPost(server: TestServer, token: string, body: string, chunked: boolean) {
+  const req = request(`${server.url}/webhooks/events`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-webhook-token": token, ...(chunked ? {} : { "content-length": Buffer.byteLength(body) }) },
+  });
+  const answered = new Promise<{ status: number; body: Json }>((resolve, reject) => {
+    req.on("response", (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => (text += chunk));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as Json }));
+    });
+    req.on("error", reject);
+  });
+  let status = 0;
+  answered.then((a) => (status = a.status)).catch(() => {});
+  const half = Math.floor(body.length / 2);
+  req.write(body.slice(0, half));
+  return {
+    // Answered before its body was complete: refused.
+    refused: () => status !== 0,
+    finish: () => {
+      req.end(body.slice(half));
+      return answered;
+    },
+    abort: () => {
+      answered.catch(() => {}); // the hang-up is the point
+      req.destroy();
+    },
+  };
+}
 
 describe("webhook ingestion", () => {
   let server: TestServer;
@@ -260,6 +301,61 @@ describe("webhook limits and failures", () => {
       expect(limited.status).toBe(429);
       expect(Number(limited.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
       expect(limited.body.error).toBe("resource_exhausted");
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("answers 429 with Retry-After while a tenant's bodies in flight would pass its byte limit, storing nothing for them", async () => {
+    const server = await startServer({
+      authenticator: issuer.authenticator(60),
+      webhook: { maxBytes: 4096, ratePerSecond: 1000, burst: 1000, tenantInflightBytes: 3000 },
+    });
+    try {
+      await server.seedTenant("acme", [{ subject: issuer.clientId, role: "admin" }]);
+      await server.seedTenant("other", [{ subject: issuer.clientId, role: "admin" }]);
+      const shop = await newSource(server, "shop");
+      const billing = await newSource(server, "billing");
+      const foreign = await newSource(server, "shop", "other");
+      // An event of exactly `bytes` bytes.
+      const sized = (bytes: number, id: string) => {
+        const base = JSON.stringify({ event_type: "order.created", payload: { id, pad: "" } });
+        return JSON.stringify({ event_type: "order.created", payload: { id, pad: "x".repeat(bytes - base.length) } });
+      };
+      // Sends a 2,500-byte event's headers and half its body, and waits until
+      // the server has admitted it: a probe of the tenant is then refused.
+      // (Sent again if a probe in flight got it refused.)
+      const admittedHeld = async (chunked: boolean) => {
+        for (;;) {
+          const held = heldPost(server, shop.token, sized(2500, "held"), chunked);
+          await until(async () => held.refused() || (await post(server, shop.token, NOT_AN_EVENT)).status === 429);
+          if (!held.refused()) return held;
+        }
+      };
+
+      const held = await admittedHeld(false);
+      const refused = await post(server, billing.token, sized(1000, "refused"));
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+      expect(refused.body).toEqual({ error: "resource_exhausted", message: "this tenant has too many webhook bytes in flight; retry later" });
+      // What still fits is admitted; another tenant is not affected.
+      expect((await post(server, shop.token, sized(400, "fits"))).status).toBe(202);
+      expect((await post(server, foreign.token, sized(2500, "foreign"))).status).toBe(202);
+      expect(await held.finish()).toMatchObject({ status: 202 });
+      // Answered: its bytes are free again.
+      expect((await post(server, billing.token, sized(1000, "after"))).status).toBe(202);
+      const stored = (tenant: string) =>
+        rows<{ id: string }>(server, "select json_extract(payload, '$.id') as id from events where tenant_id = (select id from tenants where slug = ?) order by id", tenant);
+      expect(stored("acme").map((r) => r.id)).toEqual(["after", "fits", "held"]);
+      expect(stored("other").map((r) => r.id)).toEqual(["foreign"]);
+
+      // A chunked body is charged the body limit; a sender that hangs up frees its share.
+      const chunked = await admittedHeld(true);
+      expect((await post(server, shop.token, sized(100, "small"))).status).toBe(429);
+      chunked.abort();
+      await until(async () => (await post(server, shop.token, NOT_AN_EVENT)).status === 400);
+      expect((await post(server, shop.token, sized(1000, "freed"))).status).toBe(202);
+      expect(stored("acme").map((r) => r.id)).toEqual(["after", "fits", "freed", "held"]);
     } finally {
       await server.close();
     }

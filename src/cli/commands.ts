@@ -171,7 +171,12 @@ async function serveWith(config: Config, logger: Logger, metrics: Metrics, authe
     accessLog: config.accessLog,
     devIssuer,
     mcp: { publicUrl: config.publicUrl, authorizationServers: config.mcpAuthorizationServers },
-    webhook: { maxBytes: config.webhookMaxBytes, ratePerSecond: config.webhookRatePerSecond, burst: config.webhookBurst },
+    webhook: {
+      maxBytes: config.webhookMaxBytes,
+      ratePerSecond: config.webhookRatePerSecond,
+      burst: config.webhookBurst,
+      tenantInflightBytes: config.webhookTenantInflightBytes,
+    },
     outbound: config.outbound,
     expressions: expressionOptions(config),
     quotas: config.quotas,

@@ -5,12 +5,24 @@ import { NO_OBSERVER, type Observer, type WebhookOutcome } from "../lib/observer
 import type { WebhookSourceRow } from "../store/rows.js";
 import type { WebhookIngestion } from "../service/webhooks.js";
 import { noteTenant } from "./access-log.js";
+import { InflightBytes } from "./inflight-bytes.js";
 
 export interface WebhookSurfaceOptions {
   ingestion: WebhookIngestion;
   maxBytes: number;
   // Told of every event's outcome and the triggers it matched (metrics).
   observer?: Observer;
+  // Body bytes one tenant may have in flight in this process; past it, 429.
+  tenantInflightBytes: number;
+}
+
+// What an admitted request holds until it is answered and its handler is done.
+interface Admitted {
+  source: WebhookSourceRow;
+  bytes: number;
+  handling: boolean;
+  closed: boolean;
+  released: boolean;
 }
 
 // What each answer means for the sender; 429 is the rate limit until the
@@ -37,10 +49,20 @@ const FASTIFY_ERRORS: Record<string, { status: number; error: string; message: s
 // POST /webhooks/events: the token is checked (and the source's rate limit
 // taken) before the body is read, so unauthenticated senders cost nothing;
 // the body limit is enforced while streaming, chunked bodies included.
-export async function webhookSurface(app: FastifyInstance, { ingestion, maxBytes, observer = NO_OBSERVER }: WebhookSurfaceOptions): Promise<void> {
+export async function webhookSurface(
+  app: FastifyInstance,
+  { ingestion, maxBytes, tenantInflightBytes, observer = NO_OBSERVER }: WebhookSurfaceOptions,
+): Promise<void> {
+  // The source of every authenticated request (its tenant labels the outcome).
   const sources = new WeakMap<FastifyRequest, WebhookSourceRow>();
-  // Sources past their rate limit, by request.
-  const admitted = new WeakSet<FastifyRequest>();
+  // Requests past the rate limit and the tenant's bytes in flight.
+  const admitted = new WeakMap<FastifyRequest, Admitted>();
+  const inflight = new InflightBytes(tenantInflightBytes);
+  const release = (a: Admitted) => {
+    if (a.released) return;
+    a.released = true;
+    inflight.give(a.source.tenantId, a.bytes);
+  };
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("application/json", { parseAs: "string", bodyLimit: maxBytes }, (_req, body, done) => {
@@ -65,26 +87,45 @@ export async function webhookSurface(app: FastifyInstance, { ingestion, maxBytes
     return reply.status(500).send({ error: "internal", message: "internal error" });
   });
 
-  app.addHook("onRequest", async (req) => {
+  app.addHook("onRequest", async (req, reply) => {
     const token = req.headers["x-webhook-token"];
     const source = await ingestion.authenticate(Array.isArray(token) ? token[0] : token);
     sources.set(req, source);
     noteTenant(req, { id: source.tenantId });
     await ingestion.admit(source);
-    admitted.add(req);
+    const declared = Number(req.headers["content-length"]);
+    const bytes = Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, maxBytes) : maxBytes;
+    if (!inflight.take(source.tenantId, bytes))
+      throw new ConnectError("this tenant has too many webhook bytes in flight; retry later", Code.ResourceExhausted, { "retry-after": "1" });
+    const a: Admitted = { source, bytes, handling: false, closed: false, released: false };
+    admitted.set(req, a);
+    // Held until the answer is out (or the connection gone) and the handler
+    // is done: a sender that hangs up after its body still holds its share
+    // while that body is processed.
+    reply.raw.once("close", () => {
+      a.closed = true;
+      if (!a.handling) release(a);
+    });
   });
 
   app.addHook("onResponse", async (req, reply) => {
     const status = reply.statusCode;
+    // A 429 after admission is the tenant's queued-runs quota (accept).
     const outcome = status === 429 && admitted.has(req) ? "over_quota" : (OUTCOMES[status] ?? "error");
     observer.webhook(outcome, sources.get(req)?.tenantId);
   });
 
   app.post("/webhooks/events", { bodyLimit: maxBytes }, async (req, reply) => {
-    const key = req.headers["idempotency-key"] ?? req.headers["webhook-id"];
-    const source = sources.get(req)!;
-    const result = await ingestion.accept(source, req.body, Array.isArray(key) ? key[0] : key);
-    if (result.status === 202 && result.body.matched_triggers) observer.triggersMatched(source.tenantId, result.body.matched_triggers);
-    return reply.status(result.status).send(result.body);
+    const a = admitted.get(req)!;
+    a.handling = true;
+    try {
+      const key = req.headers["idempotency-key"] ?? req.headers["webhook-id"];
+      const result = await ingestion.accept(a.source, req.body, Array.isArray(key) ? key[0] : key);
+      if (result.status === 202 && result.body.matched_triggers) observer.triggersMatched(a.source.tenantId, result.body.matched_triggers);
+      return reply.status(result.status).send(result.body);
+    } finally {
+      a.handling = false;
+      if (a.closed) release(a);
+    }
   });
 }

@@ -217,15 +217,22 @@ export class ExpressionSandbox {
 
   #dispatch(): void {
     if (this.#closed) return;
+    // Every idle slot gets a process, and every ready replacement frees its
+    // tenant's charge, before anything is picked: the loop below stops at
+    // the first idle slot with nothing to run, and a charge left on a later
+    // slot would keep its tenant over its share with nothing left to free it.
     for (const slot of this.#slots) {
       if (slot.running) continue;
       slot.process ??= this.#spare ?? this.#start();
       if (slot.process === this.#spare) this.#spare = undefined;
-      if (!slot.process.ready) continue; // it dispatches again once it has started
-      if (slot.charged !== undefined) {
+      if (slot.process.ready && slot.charged !== undefined) {
         this.#waiting.release(slot.charged);
         slot.charged = undefined;
       }
+    }
+    for (const slot of this.#slots) {
+      // A process not ready yet dispatches again once it has started.
+      if (slot.running || !slot.process?.ready) continue;
       const next = this.#next();
       if (!next) break;
       const { job, index, expression } = next;
