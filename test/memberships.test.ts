@@ -72,7 +72,7 @@ describe("control plane", () => {
   it("shows a stranger none, however close its subject is to a member's", async () => {
     const t = await idp.token("stranger", "platform:read platform:write");
     expect(await connectCall(server, "ListMemberships", {}, bearer(t))).toMatchObject({ status: 200, body: {} });
-    expect(await rest("/api/v1/memberships", bearer(t))).toEqual({ status: 200, body: {} });
+    expect(await rest("/api/v1/memberships", bearer(t))).toEqual({ status: 200, body: { memberships: [] } });
   });
 
   it("pages by keyset: page_size 1 gives one tenant and a token for the next", async () => {

@@ -387,6 +387,7 @@ describe.each(engines)("Store contract on $name", (engine) => {
         endTime: null,
         leaseOwner: null,
         leaseExpireTime: null,
+        traceParent: null,
       });
     });
 
