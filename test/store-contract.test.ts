@@ -334,7 +334,7 @@ describe.each(engines)("Store contract on $name", (engine) => {
 
     it("finds a source by its token digest, or by its previous one during the grace period", async () => {
       const row = await a.webhookSources.insert(sourceRow(tenantId, { previousTokenDigest: "old-digest", previousTokenExpireTime: now + 1000 }));
-      expect(await b.webhooks.findSourceByTokenDigest(row.tokenDigest, now)).toEqual(row);
+      expect(await b.webhooks.findSourceByTokenDigest(row.tokenDigest!, now)).toEqual(row);
       expect(await b.webhooks.findSourceByTokenDigest("old-digest", now)).toEqual(row);
       expect(await b.webhooks.findSourceByTokenDigest("old-digest", now + 1000)).toBeUndefined();
       expect(await b.webhooks.findSourceByTokenDigest("unknown", now)).toBeUndefined();
@@ -644,7 +644,7 @@ describe("PostgreSQL store across replicas", () => {
       for (let round = 0; round < 3; round++) {
         // Back to serving: a pooled connection the last outage ended may fail its next call first.
         for (let i = 0; ; i++) {
-          const reads = await Promise.allSettled(Array.from({ length: 10 }, () => store.webhooks.findSourceByTokenDigest(source.tokenDigest, now)));
+          const reads = await Promise.allSettled(Array.from({ length: 10 }, () => store.webhooks.findSourceByTokenDigest(source.tokenDigest!, now)));
           if (reads.every((r) => r.status === "fulfilled")) break;
           if (i === 20) throw new Error("the store did not serve again after the database came back");
           await new Promise((r) => setTimeout(r, 100));
@@ -654,7 +654,7 @@ describe("PostgreSQL store across replicas", () => {
         const outcomes = await Promise.all([
           // Spread over a few milliseconds: some meet a closing connection, some a new one.
           ...Array.from({ length: 5 }, (_, i) =>
-            settle("source", new Promise((r) => setTimeout(r, 3 * i)).then(() => store.webhooks.findSourceByTokenDigest(source.tokenDigest, now))),
+            settle("source", new Promise((r) => setTimeout(r, 3 * i)).then(() => store.webhooks.findSourceByTokenDigest(source.tokenDigest!, now))),
           ),
           settle("candidates", store.webhooks.matchCandidates(tenantId, source.id)),
           settle("ingest", store.webhooks.ingest(ingestItem(tenantId, source.id, "agt_x"), DAY)),

@@ -1,3 +1,5 @@
+import { create } from "@bufbuild/protobuf";
+import { WebhookSourceSchema } from "../../gen/platform/v1/webhook_source_pb.js";
 import { ExpressionSandbox } from "../integrations/expressions/sandbox.js";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -89,7 +91,7 @@ export async function sourceCreate(tenant: string, name: string): Promise<void> 
   try {
     const { webhookSource, token } = await platform.invokeAsOperator(
       "createWebhookSource",
-      { $typeName: "platform.v1.CreateWebhookSourceRequest", webhookSource: { $typeName: "platform.v1.WebhookSource", id: "", tenant, name } },
+      { $typeName: "platform.v1.CreateWebhookSourceRequest", webhookSource: create(WebhookSourceSchema, { name }) },
       tenant,
     );
     console.log(`created webhook source ${webhookSource?.name} (${webhookSource?.id}) in ${tenant}`);

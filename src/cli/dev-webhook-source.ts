@@ -1,3 +1,5 @@
+import { create } from "@bufbuild/protobuf";
+import { WebhookSourceSchema } from "../../gen/platform/v1/webhook_source_pb.js";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { webhookTokenDigest } from "../lib/webhook-token.js";
@@ -30,7 +32,7 @@ export async function ensureDevWebhookSource(store: Store, platform: Platform, d
         "createWebhookSource",
         {
           $typeName: "platform.v1.CreateWebhookSourceRequest",
-          webhookSource: { $typeName: "platform.v1.WebhookSource", id: "", tenant: "dev", name: "dev" },
+          webhookSource: create(WebhookSourceSchema, { name: "dev" }),
         },
         "dev",
       );

@@ -1,85 +1,32 @@
 import { create, type JsonObject } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { SkillSchema, type Skill, type SkillAuth } from "../../gen/platform/v1/skill_pb.js";
+import { SkillSchema, type Skill } from "../../gen/platform/v1/skill_pb.js";
 import { newId } from "../lib/ids.js";
-import type { SkillAuthSpec, SkillRow } from "../store/rows.js";
+import type { SkillRow } from "../store/rows.js";
 import { failedPrecondition, fromStoreError, invalidArgument, notFound } from "./errors.js";
 import { checkHttpUrl } from "./expressions.js";
 import { applyUpdateMask } from "./field-mask.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";
-import { skillConnection, skillSecretContext } from "./skill-connection.js";
-import { MAX_COUNT, MAX_LENGTH } from "./limits.js";
+import { skillAuthColumns, skillAuthMessage, type SkillSealers } from "./skill-auth.js";
+import { skillConnection, skillKeyContext, skillSecretContext } from "./skill-connection.js";
+import { MAX_LENGTH } from "./limits.js";
 import { insertWithinQuota } from "./quotas.js";
-import { checkCount, checkLength, requireText } from "./validate.js";
+import { requireText } from "./validate.js";
 
 const UPDATABLE = ["name", "mcp_url", "auth"] as const;
 
 export function skillMessage(row: SkillRow): Skill {
-  const secretSet = row.authSecret !== null;
-  const auth = row.auth;
   return create(SkillSchema, {
     id: row.id,
     name: row.name,
     mcpUrl: row.mcpUrl,
-    auth: {
-      mode:
-        auth.mode === "static_bearer"
-          ? { case: "staticBearer", value: { tokenSet: secretSet } }
-          : auth.mode === "oauth"
-            ? {
-                case: "oauth",
-                value: { issuer: auth.issuer, clientId: auth.clientId, scopes: auth.scopes, audience: auth.audience, clientSecretSet: secretSet },
-              }
-            : { case: "none", value: {} },
-    },
+    auth: skillAuthMessage(row.auth, row.authSecret !== null),
     tools: row.tools.map((t) => ({ name: t.name, description: t.description, inputSchema: t.inputSchema as JsonObject })),
     toolsRefreshTime: row.toolsRefreshTime === null ? undefined : timestampFromMs(row.toolsRefreshTime),
     toolsRefreshError: row.toolsRefreshError,
     ...times(row),
   });
-}
-
-// Returns the stored auth shape and the sealed secret. A secret left empty on
-// update keeps the stored one when the mode is unchanged, so changing scopes
-// does not require resending the client secret.
-function authColumns(
-  auth: SkillAuth | undefined,
-  seal: (plain: string) => string,
-  previous?: { spec: SkillAuthSpec; secret: string | null },
-): { auth: SkillAuthSpec; authSecret: string | null } {
-  const mode = auth?.mode;
-  const keep = (m: SkillAuthSpec["mode"]) => (previous?.spec.mode === m ? previous.secret : null);
-  switch (mode?.case) {
-    case undefined:
-    case "none":
-      return { auth: { mode: "none" }, authSecret: null };
-    case "staticBearer": {
-      checkLength("skill.auth.static_bearer.token", mode.value.token, MAX_LENGTH.secret);
-      const secret = mode.value.token ? seal(mode.value.token) : keep("static_bearer");
-      if (!secret) throw invalidArgument("skill.auth.static_bearer.token", "is required");
-      return { auth: { mode: "static_bearer" }, authSecret: secret };
-    }
-    case "oauth": {
-      const o = mode.value;
-      checkLength("skill.auth.oauth.client_secret", o.clientSecret, MAX_LENGTH.secret);
-      checkCount("skill.auth.oauth.scopes", o.scopes, MAX_COUNT.scopes);
-      const secret = o.clientSecret ? seal(o.clientSecret) : keep("oauth");
-      if (!secret) throw invalidArgument("skill.auth.oauth.client_secret", "is required");
-      checkHttpUrl("skill.auth.oauth.issuer", o.issuer);
-      return {
-        auth: {
-          mode: "oauth",
-          // Kept as written: it is compared exactly with the advertised issuer.
-          issuer: o.issuer,
-          clientId: requireText("skill.auth.oauth.client_id", o.clientId, MAX_LENGTH.clientId),
-          scopes: o.scopes.map((s, i) => requireText(`skill.auth.oauth.scopes[${i}]`, s, MAX_LENGTH.scope)),
-          audience: checkLength("skill.auth.oauth.audience", o.audience, MAX_LENGTH.audience),
-        },
-        authSecret: secret,
-      };
-    }
-  }
 }
 
 function checkMcpUrl(value: string): string {
@@ -89,6 +36,11 @@ function checkMcpUrl(value: string): string {
 }
 
 export function skillHandlers({ store, secrets, now, skills, quotas }: ServiceDeps) {
+  const sealers = (id: string): SkillSealers => ({
+    seal: (plain) => secrets.seal(plain, skillSecretContext(id)),
+    sealKey: (pem) => secrets.seal(pem, skillKeyContext(id)),
+  });
+
   // Lists the tools from the server and records the outcome on the skill.
   async function refresh(row: SkillRow): Promise<{ row: SkillRow; error?: string }> {
     let patch: Partial<SkillRow>;
@@ -154,7 +106,7 @@ export function skillHandlers({ store, secrets, now, skills, quotas }: ServiceDe
           tenantId: tenant.id,
           name: requireText("skill.name", skill?.name ?? "", MAX_LENGTH.name),
           mcpUrl: checkMcpUrl(skill?.mcpUrl ?? ""),
-          ...authColumns(skill?.auth, (p) => secrets.seal(p, skillSecretContext(id))),
+          ...(await skillAuthColumns(skill?.auth, sealers(id))),
           tools: [],
           createTime: t,
           updateTime: t,
@@ -173,8 +125,13 @@ export function skillHandlers({ store, secrets, now, skills, quotas }: ServiceDe
       const row = await find(tenant.id, skill.id);
       const { merged, paths } = applyUpdateMask(SkillSchema, skillMessage(row), skill, updateMask, UPDATABLE);
       const auth = paths.includes("auth")
-        ? authColumns(merged.auth, (p) => secrets.seal(p, skillSecretContext(row.id)), { spec: row.auth, secret: row.authSecret })
-        : { auth: row.auth, authSecret: row.authSecret };
+        ? await skillAuthColumns(merged.auth, sealers(row.id), {
+            spec: row.auth,
+            secret: row.authSecret,
+            privateKey: row.authPrivateKey,
+            openSecret: () => secrets.open(row.authSecret!, skillSecretContext(row.id)),
+          })
+        : { auth: row.auth, authSecret: row.authSecret, authPrivateKey: row.authPrivateKey };
       const updated = await store.skills
         .update(tenant.id, row.id, {
           name: requireText("skill.name", merged.name, MAX_LENGTH.name),

@@ -114,6 +114,11 @@ export function webhookSourceHandlers({ store, now, quotas, webhooks }: ServiceD
       if (!updated) throw notFound("webhook source", id);
       return { webhookSource: message(updated, tenant.slug), token };
     },
+    async rotateWebhookSourceSigningSecret({ id }, call) {
+      const tenant = tenantOf(call);
+      await find(tenant.id, id);
+      throw failedPrecondition(`webhook source "${id}" has no signing secret`);
+    },
     // The event goes in as the source's own webhook would, past the token
     // check only: the same validation, matching, queued-runs quota and one
     // transaction for the event and its runs, and the source's rate limit

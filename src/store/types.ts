@@ -9,7 +9,24 @@ export interface AgentSpec {
 export type SkillAuthSpec =
   | { mode: "none" }
   | { mode: "static_bearer" }
-  | { mode: "oauth"; issuer: string; clientId: string; scopes: string[]; audience: string };
+  // Header names only; the values are sealed in the row's auth secret.
+  | { mode: "headers"; headers: string[] }
+  | {
+      mode: "oauth";
+      issuer: string;
+      clientId: string;
+      scopes: string[];
+      audience: string;
+      // Absent: chosen from the authorization server's metadata.
+      tokenEndpointAuthMethod?: TokenEndpointAuthMethodName;
+      // The private_key_jwt key pair's public half (with kid and alg); the
+      // private key is sealed in the row's authPrivateKey.
+      publicJwk?: Record<string, unknown>;
+    };
+
+export type TokenEndpointAuthMethodName = "client_secret_basic" | "client_secret_post" | "private_key_jwt";
+
+export type WebhookSourceKindName = "envelope" | "standard_webhooks" | "github" | "stripe";
 
 export interface SkillTool {
   name: string;

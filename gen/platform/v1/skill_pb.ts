@@ -2,8 +2,8 @@
 // @generated from file platform/v1/skill.proto (package platform.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import { file_platform_v1_options } from "./options_pb.js";
@@ -13,7 +13,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file platform/v1/skill.proto.
  */
 export const file_platform_v1_skill: GenFile = /*@__PURE__*/
-  fileDesc("ChdwbGF0Zm9ybS92MS9za2lsbC5wcm90bxILcGxhdGZvcm0udjEi6wIKBVNraWxsEhAKAmlkGAEgASgJQgSItRgBEhQKBnRlbmFudBgCIAEoCUIEiLUYARIMCgRuYW1lGAMgASgJEg8KB21jcF91cmwYBCABKAkSJAoEYXV0aBgFIAEoCzIWLnBsYXRmb3JtLnYxLlNraWxsQXV0aBImCgV0b29scxgGIAMoCzIRLnBsYXRmb3JtLnYxLlRvb2xCBIi1GAESPAoSdG9vbHNfcmVmcmVzaF90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIEiLUYARIhChN0b29sc19yZWZyZXNoX2Vycm9yGAggASgJQgSItRgBEjUKC2NyZWF0ZV90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIEiLUYARI1Cgt1cGRhdGVfdGltZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBIi1GAEipgEKCVNraWxsQXV0aBIjCgRub25lGAEgASgLMhMucGxhdGZvcm0udjEuTm9BdXRoSAASNgoNc3RhdGljX2JlYXJlchgCIAEoCzIdLnBsYXRmb3JtLnYxLlN0YXRpY0JlYXJlckF1dGhIABI0CgVvYXV0aBgDIAEoCzIjLnBsYXRmb3JtLnYxLk9BdXRoQ2xpZW50Q3JlZGVudGlhbHNIAEIGCgRtb2RlIggKBk5vQXV0aCJAChBTdGF0aWNCZWFyZXJBdXRoEhMKBXRva2VuGAEgASgJQgSItRgCEhcKCXRva2VuX3NldBgCIAEoCEIEiLUYASKbAQoWT0F1dGhDbGllbnRDcmVkZW50aWFscxIOCgZpc3N1ZXIYASABKAkSEQoJY2xpZW50X2lkGAIgASgJEhsKDWNsaWVudF9zZWNyZXQYAyABKAlCBIi1GAISDgoGc2NvcGVzGAQgAygJEhAKCGF1ZGllbmNlGAUgASgJEh8KEWNsaWVudF9zZWNyZXRfc2V0GAYgASgIQgSItRgBIlgKBFRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRItCgxpbnB1dF9zY2hlbWEYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0YgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_platform_v1_options]);
+  fileDesc("ChdwbGF0Zm9ybS92MS9za2lsbC5wcm90bxILcGxhdGZvcm0udjEi6wIKBVNraWxsEhAKAmlkGAEgASgJQgSItRgBEhQKBnRlbmFudBgCIAEoCUIEiLUYARIMCgRuYW1lGAMgASgJEg8KB21jcF91cmwYBCABKAkSJAoEYXV0aBgFIAEoCzIWLnBsYXRmb3JtLnYxLlNraWxsQXV0aBImCgV0b29scxgGIAMoCzIRLnBsYXRmb3JtLnYxLlRvb2xCBIi1GAESPAoSdG9vbHNfcmVmcmVzaF90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIEiLUYARIhChN0b29sc19yZWZyZXNoX2Vycm9yGAggASgJQgSItRgBEjUKC2NyZWF0ZV90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIEiLUYARI1Cgt1cGRhdGVfdGltZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBIi1GAEi0gEKCVNraWxsQXV0aBIjCgRub25lGAEgASgLMhMucGxhdGZvcm0udjEuTm9BdXRoSAASNgoNc3RhdGljX2JlYXJlchgCIAEoCzIdLnBsYXRmb3JtLnYxLlN0YXRpY0JlYXJlckF1dGhIABI0CgVvYXV0aBgDIAEoCzIjLnBsYXRmb3JtLnYxLk9BdXRoQ2xpZW50Q3JlZGVudGlhbHNIABIqCgdoZWFkZXJzGAQgASgLMhcucGxhdGZvcm0udjEuSGVhZGVyQXV0aEgAQgYKBG1vZGUiCAoGTm9BdXRoIkAKEFN0YXRpY0JlYXJlckF1dGgSEwoFdG9rZW4YASABKAlCBIi1GAISFwoJdG9rZW5fc2V0GAIgASgIQgSItRgBIjcKCkhlYWRlckF1dGgSKQoHaGVhZGVycxgBIAMoCzIYLnBsYXRmb3JtLnYxLlNraWxsSGVhZGVyIkkKC1NraWxsSGVhZGVyEgwKBG5hbWUYASABKAkSEwoFdmFsdWUYAiABKAlCBIi1GAISFwoJdmFsdWVfc2V0GAMgASgIQgSItRgBIsgCChZPQXV0aENsaWVudENyZWRlbnRpYWxzEg4KBmlzc3VlchgBIAEoCRIRCgljbGllbnRfaWQYAiABKAkSGwoNY2xpZW50X3NlY3JldBgDIAEoCUIEiLUYAhIOCgZzY29wZXMYBCADKAkSEAoIYXVkaWVuY2UYBSABKAkSHwoRY2xpZW50X3NlY3JldF9zZXQYBiABKAhCBIi1GAESSAoadG9rZW5fZW5kcG9pbnRfYXV0aF9tZXRob2QYByABKA4yJC5wbGF0Zm9ybS52MS5Ub2tlbkVuZHBvaW50QXV0aE1ldGhvZBITCgtzaWduaW5nX2FsZxgIIAEoCRIZCgtwcml2YXRlX2tleRgJIAEoCUIEiLUYAhIxCgpwdWJsaWNfandrGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEIEiLUYASJYCgRUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSLQoMaW5wdXRfc2NoZW1hGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCrcAQoXVG9rZW5FbmRwb2ludEF1dGhNZXRob2QSKgomVE9LRU5fRU5EUE9JTlRfQVVUSF9NRVRIT0RfVU5TUEVDSUZJRUQQABIyCi5UT0tFTl9FTkRQT0lOVF9BVVRIX01FVEhPRF9DTElFTlRfU0VDUkVUX0JBU0lDEAESMQotVE9LRU5fRU5EUE9JTlRfQVVUSF9NRVRIT0RfQ0xJRU5UX1NFQ1JFVF9QT1NUEAISLgoqVE9LRU5fRU5EUE9JTlRfQVVUSF9NRVRIT0RfUFJJVkFURV9LRVlfSldUEANiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_platform_v1_options]);
 
 /**
  * A customer-operated MCP server whose tools agents call.
@@ -119,6 +119,12 @@ export type SkillAuth = Message<"platform.v1.SkillAuth"> & {
      */
     value: OAuthClientCredentials;
     case: "oauth";
+  } | {
+    /**
+     * @generated from field: platform.v1.HeaderAuth headers = 4;
+     */
+    value: HeaderAuth;
+    case: "headers";
   } | { case: undefined; value?: undefined };
 };
 
@@ -173,6 +179,66 @@ export const StaticBearerAuthSchema: GenMessage<StaticBearerAuth> = /*@__PURE__*
   messageDesc(file_platform_v1_skill, 3);
 
 /**
+ * Fixed headers sent on every request to the server: the seed's
+ * "`Authorization` header definition" (`Authorization: Basic …`,
+ * `X-API-Key: …`). At most 8; values are write-only.
+ *
+ * @generated from message platform.v1.HeaderAuth
+ */
+export type HeaderAuth = Message<"platform.v1.HeaderAuth"> & {
+  /**
+   * @generated from field: repeated platform.v1.SkillHeader headers = 1;
+   */
+  headers: SkillHeader[];
+};
+
+/**
+ * Describes the message platform.v1.HeaderAuth.
+ * Use `create(HeaderAuthSchema)` to create a new message.
+ */
+export const HeaderAuthSchema: GenMessage<HeaderAuth> = /*@__PURE__*/
+  messageDesc(file_platform_v1_skill, 4);
+
+/**
+ * One header of `HeaderAuth`.
+ *
+ * @generated from message platform.v1.SkillHeader
+ */
+export type SkillHeader = Message<"platform.v1.SkillHeader"> & {
+  /**
+   * A header field name (RFC 9110 token). Names the transport owns are
+   * refused: Host, Content-Length, Content-Type, Accept, Transfer-Encoding,
+   * Connection and the other hop-by-hop headers, `Mcp-*`, `traceparent`,
+   * `tracestate`.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Input only. On update, an empty value keeps the stored value of the
+   * header with the same name.
+   *
+   * @generated from field: string value = 2;
+   */
+  value: string;
+
+  /**
+   * Output only.
+   *
+   * @generated from field: bool value_set = 3;
+   */
+  valueSet: boolean;
+};
+
+/**
+ * Describes the message platform.v1.SkillHeader.
+ * Use `create(SkillHeaderSchema)` to create a new message.
+ */
+export const SkillHeaderSchema: GenMessage<SkillHeader> = /*@__PURE__*/
+  messageDesc(file_platform_v1_skill, 5);
+
+/**
  * OAuth 2.0 client credentials against the server's advertised authorization
  * server, which must be `issuer`.
  *
@@ -212,6 +278,40 @@ export type OAuthClientCredentials = Message<"platform.v1.OAuthClientCredentials
    * @generated from field: bool client_secret_set = 6;
    */
   clientSecretSet: boolean;
+
+  /**
+   * Pins the token endpoint client authentication; unspecified chooses from
+   * the authorization server's metadata.
+   *
+   * @generated from field: platform.v1.TokenEndpointAuthMethod token_endpoint_auth_method = 7;
+   */
+  tokenEndpointAuthMethod: TokenEndpointAuthMethod;
+
+  /**
+   * Key pair for private_key_jwt: `RS256` or `ES256`. Setting it, or changing
+   * it, makes the service generate a new key pair (unless `private_key` is
+   * given); empty keeps the stored pair. The private key never leaves the
+   * service; register `public_jwk` with the authorization server.
+   *
+   * @generated from field: string signing_alg = 8;
+   */
+  signingAlg: string;
+
+  /**
+   * Input only. A private key of your own (PKCS#8 PEM) instead of a
+   * generated one, for authorization servers that issue the key pair.
+   *
+   * @generated from field: string private_key = 9;
+   */
+  privateKey: string;
+
+  /**
+   * Output only. The public half of the key pair as a JWK (`kty`, `kid`,
+   * `alg`, `use: sig`); unset when the skill has no key pair.
+   *
+   * @generated from field: google.protobuf.Struct public_jwk = 10;
+   */
+  publicJwk?: JsonObject | undefined;
 };
 
 /**
@@ -219,7 +319,7 @@ export type OAuthClientCredentials = Message<"platform.v1.OAuthClientCredentials
  * Use `create(OAuthClientCredentialsSchema)` to create a new message.
  */
 export const OAuthClientCredentialsSchema: GenMessage<OAuthClientCredentials> = /*@__PURE__*/
-  messageDesc(file_platform_v1_skill, 4);
+  messageDesc(file_platform_v1_skill, 6);
 
 /**
  * A tool as listed by `tools/list`.
@@ -248,5 +348,46 @@ export type Tool = Message<"platform.v1.Tool"> & {
  * Use `create(ToolSchema)` to create a new message.
  */
 export const ToolSchema: GenMessage<Tool> = /*@__PURE__*/
-  messageDesc(file_platform_v1_skill, 5);
+  messageDesc(file_platform_v1_skill, 7);
+
+/**
+ * How the service authenticates itself at the authorization server's token
+ * endpoint (RFC 8414 `token_endpoint_auth_methods_supported`).
+ *
+ * @generated from enum platform.v1.TokenEndpointAuthMethod
+ */
+export enum TokenEndpointAuthMethod {
+  /**
+   * Chosen from the authorization server's metadata: the first of
+   * client_secret_basic, client_secret_post, private_key_jwt that it lists
+   * and the skill has a credential for (client_secret_basic when it lists
+   * none, as RFC 8414 defaults).
+   *
+   * @generated from enum value: TOKEN_ENDPOINT_AUTH_METHOD_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: TOKEN_ENDPOINT_AUTH_METHOD_CLIENT_SECRET_BASIC = 1;
+   */
+  CLIENT_SECRET_BASIC = 1,
+
+  /**
+   * @generated from enum value: TOKEN_ENDPOINT_AUTH_METHOD_CLIENT_SECRET_POST = 2;
+   */
+  CLIENT_SECRET_POST = 2,
+
+  /**
+   * RFC 7523 client assertion signed with the skill's key pair.
+   *
+   * @generated from enum value: TOKEN_ENDPOINT_AUTH_METHOD_PRIVATE_KEY_JWT = 3;
+   */
+  PRIVATE_KEY_JWT = 3,
+}
+
+/**
+ * Describes the enum platform.v1.TokenEndpointAuthMethod.
+ */
+export const TokenEndpointAuthMethodSchema: GenEnum<TokenEndpointAuthMethod> = /*@__PURE__*/
+  enumDesc(file_platform_v1_skill, 0);
 

@@ -2,8 +2,8 @@
 // @generated from file platform/v1/webhook_source.proto (package platform.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import { file_platform_v1_options } from "./options_pb.js";
@@ -13,10 +13,11 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file platform/v1/webhook_source.proto.
  */
 export const file_platform_v1_webhook_source: GenFile = /*@__PURE__*/
-  fileDesc("CiBwbGF0Zm9ybS92MS93ZWJob29rX3NvdXJjZS5wcm90bxILcGxhdGZvcm0udjEimwIKDVdlYmhvb2tTb3VyY2USEAoCaWQYASABKAlCBIi1GAESFAoGdGVuYW50GAIgASgJQgSItRgBEgwKBG5hbWUYAyABKAkSFAoHZW5hYmxlZBgEIAEoCEgAiAEBEkQKGnByZXZpb3VzX3Rva2VuX2V4cGlyZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIEiLUYARI1CgtjcmVhdGVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBIi1GAESNQoLdXBkYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgSItRgBQgoKCF9lbmFibGVkYgZwcm90bzM", [file_google_protobuf_timestamp, file_platform_v1_options]);
+  fileDesc("CiBwbGF0Zm9ybS92MS93ZWJob29rX3NvdXJjZS5wcm90bxILcGxhdGZvcm0udjEi/AMKDVdlYmhvb2tTb3VyY2USEAoCaWQYASABKAlCBIi1GAESFAoGdGVuYW50GAIgASgJQgSItRgBEgwKBG5hbWUYAyABKAkSFAoHZW5hYmxlZBgEIAEoCEgAiAEBEkQKGnByZXZpb3VzX3Rva2VuX2V4cGlyZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIEiLUYARI1CgtjcmVhdGVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBIi1GAESNQoLdXBkYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgSItRgBEiwKBGtpbmQYCCABKA4yHi5wbGF0Zm9ybS52MS5XZWJob29rU291cmNlS2luZBIRCgN1cmwYCSABKAlCBIi1GAESHAoOc2lnbmluZ19zZWNyZXQYCiABKAlCBIi1GAISIAoSc2lnbmluZ19zZWNyZXRfc2V0GAsgASgIQgSItRgBEk0KI3ByZXZpb3VzX3NpZ25pbmdfc2VjcmV0X2V4cGlyZV90aW1lGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIEiLUYARIPCgdtYXBwaW5nGA0gASgJQgoKCF9lbmFibGVkKsUBChFXZWJob29rU291cmNlS2luZBIjCh9XRUJIT09LX1NPVVJDRV9LSU5EX1VOU1BFQ0lGSUVEEAASIAocV0VCSE9PS19TT1VSQ0VfS0lORF9FTlZFTE9QRRABEikKJVdFQkhPT0tfU09VUkNFX0tJTkRfU1RBTkRBUkRfV0VCSE9PS1MQAhIeChpXRUJIT09LX1NPVVJDRV9LSU5EX0dJVEhVQhADEh4KGldFQkhPT0tfU09VUkNFX0tJTkRfU1RSSVBFEARiBnByb3RvMw", [file_google_protobuf_timestamp, file_platform_v1_options]);
 
 /**
- * A sender of webhook events, authenticated by its own `whk_` token.
+ * A sender of webhook events: an envelope source authenticated by its own
+ * `whk_` token, or a provider's signed deliveries at the source's URL.
  *
  * @generated from message platform.v1.WebhookSource
  */
@@ -64,6 +65,58 @@ export type WebhookSource = Message<"platform.v1.WebhookSource"> & {
    * @generated from field: google.protobuf.Timestamp update_time = 7;
    */
   updateTime?: Timestamp | undefined;
+
+  /**
+   * Set at create and fixed after; unspecified is an envelope source.
+   *
+   * @generated from field: platform.v1.WebhookSourceKind kind = 8;
+   */
+  kind: WebhookSourceKind;
+
+  /**
+   * Output only. Where a signed kind's provider posts:
+   * `<public url>/webhooks/sources/{id}`; empty for an envelope source.
+   *
+   * @generated from field: string url = 9;
+   */
+  url: string;
+
+  /**
+   * Input only, at create. A signed kind's signing secret as the provider
+   * shows it (Standard Webhooks and Stripe: `whsec_…`; GitHub: the
+   * webhook's secret). Left empty for Standard Webhooks or GitHub, the
+   * service generates one and returns it once in the create response.
+   *
+   * @generated from field: string signing_secret = 10;
+   */
+  signingSecret: string;
+
+  /**
+   * Output only.
+   *
+   * @generated from field: bool signing_secret_set = 11;
+   */
+  signingSecretSet: boolean;
+
+  /**
+   * Output only. Until when the signing secret replaced by the last rotation
+   * still verifies; unset when none does.
+   *
+   * @generated from field: google.protobuf.Timestamp previous_signing_secret_expire_time = 12;
+   */
+  previousSigningSecretExpireTime?: Timestamp | undefined;
+
+  /**
+   * Optional JSONata expression that turns a delivery into the event: its
+   * input is `{"body", "headers", "event_type"}` (the parsed body, the
+   * delivery's non-secret headers in lower case, the event type the kind
+   * derives), its result `{"event_type", "payload"}`. It runs under the
+   * tenant expression budget; a result that is not an event is refused with
+   * 400.
+   *
+   * @generated from field: string mapping = 13;
+   */
+  mapping: string;
 };
 
 /**
@@ -72,4 +125,58 @@ export type WebhookSource = Message<"platform.v1.WebhookSource"> & {
  */
 export const WebhookSourceSchema: GenMessage<WebhookSource> = /*@__PURE__*/
   messageDesc(file_platform_v1_webhook_source, 0);
+
+/**
+ * How a source's deliveries are authenticated and shaped.
+ *
+ * @generated from enum platform.v1.WebhookSourceKind
+ */
+export enum WebhookSourceKind {
+  /**
+   * The same as ENVELOPE.
+   *
+   * @generated from enum value: WEBHOOK_SOURCE_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * `POST /webhooks/events` with `X-Webhook-Token` and the body
+   * `{"event_type", "payload"}`.
+   *
+   * @generated from enum value: WEBHOOK_SOURCE_KIND_ENVELOPE = 1;
+   */
+  ENVELOPE = 1,
+
+  /**
+   * Standard Webhooks (`webhook-id`, `webhook-timestamp`,
+   * `webhook-signature`) at `POST /webhooks/sources/{id}`; the event type is
+   * the body's `type`, `webhook-id` the idempotency key.
+   *
+   * @generated from enum value: WEBHOOK_SOURCE_KIND_STANDARD_WEBHOOKS = 2;
+   */
+  STANDARD_WEBHOOKS = 2,
+
+  /**
+   * GitHub (`X-Hub-Signature-256`) at `POST /webhooks/sources/{id}`; the event
+   * type is `github.<X-GitHub-Event>[.<action>]`, `X-GitHub-Delivery` the
+   * idempotency key.
+   *
+   * @generated from enum value: WEBHOOK_SOURCE_KIND_GITHUB = 3;
+   */
+  GITHUB = 3,
+
+  /**
+   * Stripe (`Stripe-Signature`) at `POST /webhooks/sources/{id}`; the event
+   * type is `stripe.<type>`, the event's `id` the idempotency key.
+   *
+   * @generated from enum value: WEBHOOK_SOURCE_KIND_STRIPE = 4;
+   */
+  STRIPE = 4,
+}
+
+/**
+ * Describes the enum platform.v1.WebhookSourceKind.
+ */
+export const WebhookSourceKindSchema: GenEnum<WebhookSourceKind> = /*@__PURE__*/
+  enumDesc(file_platform_v1_webhook_source, 0);
 

@@ -6,6 +6,7 @@ import { parseBearerChallenge, type OAuthSession } from "./oauth.js";
 export type SkillAuth =
   | { mode: "none" }
   | { mode: "static_bearer"; token: string }
+  | { mode: "headers"; headers: Record<string, string> }
   | { mode: "oauth"; session: OAuthSession };
 
 function withAuthorization(init: RequestInit | undefined, token: string): RequestInit {
@@ -34,6 +35,14 @@ export function authenticatedFetch(base: FetchLike, auth: SkillAuth): FetchLike 
       return async (url, init) => {
         const res = await base(url, withAuthorization(init, auth.token));
         if (res.status === 401) throw await unauthorized(res, "the server refused the static bearer token");
+        return res;
+      };
+    case "headers":
+      return async (url, init) => {
+        const headers = new Headers(init?.headers);
+        for (const [name, value] of Object.entries(auth.headers)) headers.set(name, value);
+        const res = await base(url, { ...init, headers });
+        if (res.status === 401) throw await unauthorized(res, "the server refused the configured headers");
         return res;
       };
     case "oauth":

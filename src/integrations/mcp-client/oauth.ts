@@ -3,11 +3,17 @@ import type { FetchLike } from "../outbound/guarded-fetch.js";
 import { clean, jsonReason } from "../outbound/upstream-reason.js";
 import { SkillError } from "./errors.js";
 
+export type TokenEndpointAuthMethod = "client_secret_basic" | "client_secret_post" | "private_key_jwt";
+
 export interface OAuthSkillConfig {
   mcpUrl: string;
   issuer: string;
   clientId: string;
-  clientSecret: string;
+  clientSecret?: string;
+  // The private_key_jwt key pair's private half (PKCS#8 PEM) and its JWK's kid.
+  privateKey?: { pem: string; alg: "RS256" | "ES256"; kid: string };
+  // Pinned by the skill; absent: chosen from the authorization server's metadata.
+  tokenEndpointAuthMethod?: TokenEndpointAuthMethod;
   scopes: string[];
   audience: string;
 }
@@ -146,7 +152,7 @@ export class OAuthSession {
           "content-type": "application/x-www-form-urlencoded",
           accept: "application/json",
           // Only ever the skill's own client credentials, only to its issuer's token endpoint.
-          authorization: "Basic " + Buffer.from(`${enc(this.config.clientId)}:${enc(this.config.clientSecret)}`).toString("base64"),
+          authorization: "Basic " + Buffer.from(`${enc(this.config.clientId)}:${enc(this.config.clientSecret ?? "")}`).toString("base64"),
         },
         body: form,
         signal: AbortSignal.timeout(this.discoveryTimeoutMs),

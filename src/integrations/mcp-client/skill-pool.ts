@@ -1,13 +1,14 @@
 import { NO_OBSERVER, type Observer } from "../../lib/observer.js";
 import type { FetchLike } from "../outbound/guarded-fetch.js";
 import type { SkillAuth } from "./auth-fetch.js";
-import { OAuthSession } from "./oauth.js";
+import { OAuthSession, type OAuthSkillConfig } from "./oauth.js";
 import { SkillClient } from "./skill-client.js";
 
 export type SkillAuthConfig =
   | { mode: "none" }
   | { mode: "static_bearer"; token: string }
-  | { mode: "oauth"; issuer: string; clientId: string; clientSecret: string; scopes: string[]; audience: string };
+  | { mode: "headers"; headers: Record<string, string> }
+  | ({ mode: "oauth" } & Omit<OAuthSkillConfig, "mcpUrl">);
 
 export interface SkillConnection {
   // Changes whenever the skill's configuration does (id and update time), so

@@ -74,8 +74,12 @@ export const skills = pgTable(
     name: text("name").notNull(),
     mcpUrl: text("mcp_url").notNull(),
     auth: jsonb("auth").$type<SkillAuthSpec>().notNull(),
-    // Sealed static bearer token or OAuth client secret.
+    // Sealed static bearer token, OAuth client secret, or the JSON object of
+    // header values (`headers` mode).
     authSecret: text("auth_secret"),
+    // Sealed PKCS#8 PEM of the private_key_jwt key pair; its public JWK is in
+    // `auth`.
+    authPrivateKey: text("auth_private_key"),
     tools: jsonb("tools").$type<SkillTool[]>().notNull(),
     toolsRefreshTime: ms("tools_refresh_time"),
     toolsRefreshError: text("tools_refresh_error").notNull().default(""),
@@ -92,9 +96,21 @@ export const webhookSources = pgTable(
     name: text("name").notNull(),
     enabled: boolean("enabled").notNull(),
     // SHA-256 hex digests; the plain token is never stored.
-    tokenDigest: text("token_digest").notNull().unique(),
+    kind: text("kind", { enum: ["envelope", "standard_webhooks", "github", "stripe"] })
+      .notNull()
+      .default("envelope"),
+    // SHA-256 hex digests of an envelope source's token; the plain token is
+    // never stored. Signed kinds have none.
+    tokenDigest: text("token_digest").unique(),
     previousTokenDigest: text("previous_token_digest").unique(),
     previousTokenExpireTime: ms("previous_token_expire_time"),
+    // Signed kinds: the sealed signing secret, and the one a rotation
+    // replaced while it still verifies.
+    signingSecret: text("signing_secret"),
+    previousSigningSecret: text("previous_signing_secret"),
+    previousSigningSecretExpireTime: ms("previous_signing_secret_expire_time"),
+    // JSONata turning a delivery into {event_type, payload}; null: none.
+    mapping: text("mapping"),
     ...times,
   },
   (t) => [index("webhook_sources_tenant").on(t.tenantId, t.id)],

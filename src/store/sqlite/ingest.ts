@@ -34,8 +34,8 @@ export function createSqliteWebhookStore(raw: Database.Database, options: GroupC
   // The two lookups of every webhook request.
   const sourceByDigest = raw
     .prepare<[string, string, number], unknown[]>(
-      `select id, tenant_id, name, enabled, token_digest, previous_token_digest, previous_token_expire_time,
-         create_time, update_time
+      `select id, tenant_id, name, enabled, kind, token_digest, previous_token_digest, previous_token_expire_time,
+         signing_secret, previous_signing_secret, previous_signing_secret_expire_time, mapping, create_time, update_time
        from webhook_sources
        where token_digest = ?
           or (previous_token_digest = ? and previous_token_expire_time > ?)`,
@@ -64,11 +64,16 @@ export function createSqliteWebhookStore(raw: Database.Database, options: GroupC
     tenantId: v[1] as string,
     name: v[2] as string,
     enabled: Boolean(v[3]),
-    tokenDigest: v[4] as string,
-    previousTokenDigest: v[5] as string | null,
-    previousTokenExpireTime: v[6] as number | null,
-    createTime: v[7] as number,
-    updateTime: v[8] as number,
+    kind: v[4] as WebhookSourceRow["kind"],
+    tokenDigest: v[5] as string | null,
+    previousTokenDigest: v[6] as string | null,
+    previousTokenExpireTime: v[7] as number | null,
+    signingSecret: v[8] as string | null,
+    previousSigningSecret: v[9] as string | null,
+    previousSigningSecretExpireTime: v[10] as number | null,
+    mapping: v[11] as string | null,
+    createTime: v[12] as number,
+    updateTime: v[13] as number,
   });
   const triggerRow = (tenantId: string, sourceId: string, v: unknown[]): TriggerRow => ({
     id: v[0] as string,

@@ -30,6 +30,20 @@ export function openSqlite(options: SqliteOptions): OpenedSqlite {
   return { raw, db: drizzle(raw, { schema }) };
 }
 
-export function migrateSqlite(db: Db): void {
-  migrate(db, { migrationsFolder: join(projectRoot(), "src/store/sqlite/migrations") });
+// A migration that rebuilds a table (drizzle-kit's way to change a column's
+// nullability) drops the old one while other tables still reference it.
+// SQLite ignores `PRAGMA foreign_keys` inside the transaction the migrator
+// opens, so the checks are turned off around it, as SQLite's own procedure
+// for altering a table says, and every reference is checked after.
+export function migrateSqlite(db: Db, raw: Database.Database): void {
+  raw.pragma("foreign_keys = OFF");
+  try {
+    migrate(db, { migrationsFolder: join(projectRoot(), "src/store/sqlite/migrations") });
+    const broken = raw.pragma("foreign_key_check") as { table: string; parent: string }[];
+    if (broken.length) {
+      throw new Error(`migration left ${broken.length} broken reference(s), first ${broken[0]!.table} → ${broken[0]!.parent}`);
+    }
+  } finally {
+    raw.pragma("foreign_keys = ON");
+  }
 }

@@ -68,8 +68,12 @@ export const skills = sqliteTable(
     name: text("name").notNull(),
     mcpUrl: text("mcp_url").notNull(),
     auth: text("auth", { mode: "json" }).$type<SkillAuthSpec>().notNull(),
-    // Sealed static bearer token or OAuth client secret.
+    // Sealed static bearer token, OAuth client secret, or the JSON object of
+    // header values (`headers` mode).
     authSecret: text("auth_secret"),
+    // Sealed PKCS#8 PEM of the private_key_jwt key pair; its public JWK is in
+    // `auth`.
+    authPrivateKey: text("auth_private_key"),
     tools: text("tools", { mode: "json" }).$type<SkillTool[]>().notNull(),
     toolsRefreshTime: integer("tools_refresh_time"),
     toolsRefreshError: text("tools_refresh_error").notNull().default(""),
@@ -86,9 +90,21 @@ export const webhookSources = sqliteTable(
     name: text("name").notNull(),
     enabled: integer("enabled", { mode: "boolean" }).notNull(),
     // SHA-256 hex digests; the plain token is never stored.
-    tokenDigest: text("token_digest").notNull().unique(),
+    kind: text("kind", { enum: ["envelope", "standard_webhooks", "github", "stripe"] })
+      .notNull()
+      .default("envelope"),
+    // SHA-256 hex digests of an envelope source's token; the plain token is
+    // never stored. Signed kinds have none.
+    tokenDigest: text("token_digest").unique(),
     previousTokenDigest: text("previous_token_digest").unique(),
     previousTokenExpireTime: integer("previous_token_expire_time"),
+    // Signed kinds: the sealed signing secret, and the one a rotation
+    // replaced while it still verifies.
+    signingSecret: text("signing_secret"),
+    previousSigningSecret: text("previous_signing_secret"),
+    previousSigningSecretExpireTime: integer("previous_signing_secret_expire_time"),
+    // JSONata turning a delivery into {event_type, payload}; null: none.
+    mapping: text("mapping"),
     ...times,
   },
   (t) => [index("webhook_sources_tenant").on(t.tenantId, t.id)],

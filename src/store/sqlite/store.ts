@@ -277,7 +277,7 @@ function signalledSchedules(schedules: ScheduleStore, signals: SqliteSignals): S
 
 export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db } {
   const { db, raw } = openSqlite(options);
-  if (options.migrate !== false) migrateSqlite(db);
+  if (options.migrate !== false) migrateSqlite(db, raw);
   const { tenants, members, agents, skills, triggers, webhookSources, events, runs } = schema;
   const ping = raw.prepare("select 1");
 

@@ -1,0 +1,71 @@
+// Upgrading an existing SQLite file: a migration that rebuilds a table
+// (0010 makes webhook_sources.token_digest nullable) must keep the rows and
+// every reference to them, although SQLite cannot turn foreign keys off
+// inside the migrator's transaction.
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { migrate } from "drizzle-orm/better-sqlite3/migrator";
+import { openSqlite } from "../src/store/sqlite/open.js";
+import { createSqliteStore } from "../src/store/sqlite/store.js";
+
+const MIGRATIONS = join(process.cwd(), "src/store/sqlite/migrations");
+
+// A migrations folder that stops before `tag`.
+function migrationsBefore(dir: string, tag: string): string {
+  const folder = join(dir, "migrations");
+  cpSync(MIGRATIONS, folder, { recursive: true });
+  const journalPath = join(folder, "meta/_journal.json");
+  const journal = JSON.parse(readFileSync(journalPath, "utf8")) as { entries: { tag: string }[] };
+  journal.entries = journal.entries.slice(0, journal.entries.findIndex((e) => e.tag.startsWith(tag)));
+  writeFileSync(journalPath, JSON.stringify(journal));
+  return folder;
+}
+
+describe("SQLite migrations", () => {
+  let dir: string;
+  beforeEach(() => (dir = mkdtempSync(join(tmpdir(), "agentplane-migrate-"))));
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("rebuilds webhook_sources under existing triggers and events without losing a row or a reference", () => {
+    const path = join(dir, "agentplane.db");
+    const old = openSqlite({ path });
+    migrate(old.db, { migrationsFolder: migrationsBefore(dir, "0010") });
+    const t = Date.now();
+    old.raw.prepare("insert into tenants (id, slug, create_time, update_time) values ('ten_1', 'acme', ?, ?)").run(t, t);
+    old.raw
+      .prepare(
+        `insert into agents (id, tenant_id, name, spec, max_steps, timeout_ms, enabled, create_time, update_time)
+         values ('agt_1', 'ten_1', 'a', '{"skillIds":[],"allowedTools":[],"steps":[]}', 16, 120000, 1, ?, ?)`,
+      )
+      .run(t, t);
+    old.raw
+      .prepare(
+        `insert into webhook_sources (id, tenant_id, name, enabled, token_digest, create_time, update_time)
+         values ('src_1', 'ten_1', 'github', 1, 'digest-1', ?, ?)`,
+      )
+      .run(t, t);
+    old.raw
+      .prepare(
+        `insert into triggers (id, tenant_id, agent_id, enabled, kind, source_id, event_type_pattern, create_time, update_time)
+         values ('trg_1', 'ten_1', 'agt_1', 1, 'webhook', 'src_1', 'push', ?, ?)`,
+      )
+      .run(t, t);
+    old.raw.close();
+
+    const store = createSqliteStore({ path });
+    const check = openSqlite({ path });
+    try {
+      const source = check.raw.prepare("select * from webhook_sources").get() as Record<string, unknown>;
+      expect(source).toMatchObject({ id: "src_1", kind: "envelope", token_digest: "digest-1", signing_secret: null, mapping: null });
+      expect(check.raw.prepare("select source_id from triggers").get()).toEqual({ source_id: "src_1" });
+      expect(check.raw.pragma("foreign_key_check")).toEqual([]);
+      expect(check.raw.pragma("foreign_keys", { simple: true })).toBe(1);
+      // The references still hold: the source cannot go while a trigger uses it.
+      expect(() => check.raw.prepare("delete from webhook_sources where id = 'src_1'").run()).toThrow(/FOREIGN KEY/);
+    } finally {
+      check.raw.close();
+      void store.close();
+    }
+  });
+});
