@@ -113,8 +113,9 @@ describe("authentication and tenant selection", () => {
   it("challenges a request without a token, pointing at the protected resource metadata", async () => {
     const res = await raw(INIT, {});
     expect(res.status).toBe(401);
+    // No credentials: no error code (RFC 6750 §3.1), the scope to ask for.
     expect(res.headers.get("www-authenticate")).toBe(
-      `Bearer resource_metadata="${server.url}/.well-known/oauth-protected-resource/mcp", error="invalid_token"`,
+      `Bearer resource_metadata="${server.url}/.well-known/oauth-protected-resource/mcp", scope="mcp:platform.read"`,
     );
     expect((await raw(INIT, bearer("not-a-token"))).status).toBe(401);
   });

@@ -1,13 +1,15 @@
-import { create, fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { create, toJson, type JsonObject } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { Access } from "../../gen/platform/v1/options_pb.js";
 import { requiredScopes, ruleOf, scopeAllows, type CallContext, type CallerInput } from "../service/access.js";
 import type { Platform } from "../service/platform.js";
 import { callerFromHeaders, nodeHeaderGetter } from "./caller.js";
+import { decodeArguments, invalidCallParams, JSON_RPC, jsonRpcBodies, jsonRpcError } from "./mcp-json-rpc.js";
 import { derivePlatformTools } from "./mcp-tools.js";
 
 export const MCP_SCOPES = ["mcp:platform.read", "mcp:platform.write", "mcp:platform"];
@@ -28,9 +30,6 @@ interface JsonRpcMessage {
   params?: { name?: unknown };
 }
 
-function jsonRpcError(reply: FastifyReply, status: number, message: string, code = -32600, id: unknown = null) {
-  return reply.status(status).type("application/json").send({ jsonrpc: "2.0", id, error: { code, message } });
-}
 
 // The platform MCP endpoint: stateless Streamable HTTP (a new SDK server and
 // transport per request, tools derived once), so any replica answers any
@@ -50,6 +49,8 @@ export async function mcpSurface(app: FastifyInstance, options: McpSurfaceOption
     resource_name: "agentplane platform",
   };
   const publicHost = new URL(publicUrl).host;
+  const readScope = requiredScopes("mcp", { write: false, access: Access.UNSPECIFIED })[0];
+  jsonRpcBodies(app);
 
   // RFC 9728 path-inserted form, and the form the specification names;
   // readable cross-origin, as browser MCP clients (the Inspector) fetch it.
@@ -58,11 +59,12 @@ export async function mcpSurface(app: FastifyInstance, options: McpSurfaceOption
   app.get("/mcp/.well-known/oauth-protected-resource", prm);
 
   const notAllowed = async (_req: FastifyRequest, reply: FastifyReply) =>
-    jsonRpcError(reply.header("allow", "POST"), 405, "this endpoint is stateless: use POST (no SSE stream, no sessions)", -32000);
+    jsonRpcError(reply.header("allow", "POST"), 405, "this endpoint is stateless: use POST (no SSE stream, no sessions)", JSON_RPC.unauthorized);
   app.get("/mcp", notAllowed);
   app.delete("/mcp", notAllowed);
 
   app.post("/mcp", async (req, reply) => {
+    if (req.body === undefined) return jsonRpcError(reply, 400, "Invalid Request: the body is empty");
     const query = req.query as { tenant?: string };
     const input: CallerInput = callerFromHeaders(nodeHeaderGetter(req.headers), query.tenant || undefined, req);
     let call: CallContext;
@@ -70,14 +72,26 @@ export async function mcpSurface(app: FastifyInstance, options: McpSurfaceOption
       call = await platform.standing(input, "mcp");
     } catch (err) {
       const ce = err instanceof ConnectError ? err : new ConnectError("internal error", Code.Internal);
-      if (ce.code === Code.Unauthenticated)
-        reply.header("www-authenticate", `Bearer resource_metadata="${resourceMetadataUrl}", error="invalid_token"`);
+      if (ce.code === Code.Unauthenticated) {
+        // No credentials: the challenge carries no error code (RFC 6750
+        // §3.1), only where to learn how to get a token and which scope
+        // lets a client in at all.
+        const error = input.token ? ', error="invalid_token"' : "";
+        reply.header("www-authenticate", `Bearer resource_metadata="${resourceMetadataUrl}"${error}, scope="${readScope}"`);
+      }
       if (ce.code === Code.Internal) app.log.error({ err }, "MCP request failed");
-      return jsonRpcError(reply, codeToHttpStatus(ce.code), `${codeToString(ce.code)}: ${ce.rawMessage}`);
+      const code = ce.code === Code.Unauthenticated ? JSON_RPC.unauthorized : JSON_RPC.invalidRequest;
+      return jsonRpcError(reply, codeToHttpStatus(ce.code), `${codeToString(ce.code)}: ${ce.rawMessage}`, code);
     }
 
     // A tool the token's scopes do not cover: 403 with the scope to step up to.
     const messages = (Array.isArray(req.body) ? req.body : [req.body]) as JsonRpcMessage[];
+    for (const m of messages) {
+      if (m?.method !== "tools/call") continue;
+      const version = req.headers["mcp-protocol-version"];
+      const invalid = invalidCallParams(m.params, (name) => byName.get(name)?.method.input, Array.isArray(version) ? version[0] : version);
+      if (invalid) return jsonRpcError(reply, 200, `Invalid params: ${invalid}`, JSON_RPC.invalidParams, m.id ?? null);
+    }
     for (const m of messages) {
       const tool = m?.method === "tools/call" && typeof m.params?.name === "string" ? byName.get(m.params.name) : undefined;
       if (tool && !scopeAllows(call.principal, "mcp", ruleOf(tool.method))) {
@@ -86,7 +100,13 @@ export async function mcpSurface(app: FastifyInstance, options: McpSurfaceOption
           "www-authenticate",
           `Bearer error="insufficient_scope", scope="${scope}", resource_metadata="${resourceMetadataUrl}"`,
         );
-        return jsonRpcError(reply, 403, `insufficient_scope: ${tool.name} needs ${requiredScopes("mcp", ruleOf(tool.method)).join(" or ")}`, -32000, m.id ?? null);
+        return jsonRpcError(
+          reply,
+          403,
+          `insufficient_scope: ${tool.name} needs ${requiredScopes("mcp", ruleOf(tool.method)).join(" or ")}`,
+          JSON_RPC.unauthorized,
+          m.id ?? null,
+        );
       }
     }
 
@@ -98,12 +118,9 @@ export async function mcpSurface(app: FastifyInstance, options: McpSurfaceOption
       const tool = byName.get(params.name);
       if (!tool) throw new McpError(ErrorCode.InvalidParams, `unknown tool "${params.name}"`);
       try {
-        let request;
-        try {
-          request = fromJson(tool.method.input, (params.arguments ?? {}) as JsonValue);
-        } catch (err) {
-          throw new ConnectError(`arguments: ${(err as Error).message}`, Code.InvalidArgument);
-        }
+        const decoded = decodeArguments(tool.method.input, params.arguments);
+        if ("reason" in decoded) throw new ConnectError(decoded.reason, Code.InvalidArgument);
+        const request = decoded.request;
         const result = await platform.invoke(tool.method, request, input, "mcp");
         const output = toJson(tool.method.output, create(tool.method.output, result as never)) as JsonObject; // `result` is the handler's init shape for this output
         return { content: [{ type: "text", text: JSON.stringify(output) }], structuredContent: output };
