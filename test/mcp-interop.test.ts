@@ -7,6 +7,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ClientCredentialsProvider } from "@modelcontextprotocol/sdk/client/auth-extensions.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { decodeJwt } from "jose";
+import { ensureDevTenant } from "../src/cli/dev-tenant.js";
 import { createAuthenticator } from "../src/integrations/identity/index.js";
 import { freeLoopbackPort } from "./support/listen.js";
 import { startIdp, type TestIdp } from "./support/oidc-idp.js";
@@ -224,5 +225,48 @@ describe("challenges and JSON-RPC error shapes", () => {
     );
     expect(res.status).toBe(200);
     expect(res.json).toMatchObject({ id: 8, result: { isError: true, structuredContent: { error: { code: "invalid_argument" } } } });
+  });
+});
+
+describe("the agentplane dev issuer", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startServer({ devIssuer: true });
+    await ensureDevTenant(server.store, server.app.platform, [server.devIssuer!.clientId]);
+  });
+  afterAll(() => server.close());
+
+  it("a stock SDK client with client credentials completes from the 401 against /mcp?tenant=dev", async () => {
+    const provider = new ClientCredentialsProvider({
+      clientId: server.devIssuer!.clientId,
+      clientSecret: server.devIssuer!.clientSecret,
+      scope: "mcp:platform.read",
+      expectedIssuer: server.url,
+    });
+    const client = new Client({ name: "ci", version: "1" });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp?tenant=dev`), { authProvider: provider }));
+    const { tools } = await client.listTools();
+    expect(tools.map((t) => t.name)).toContain("list_agents");
+    expect(decodeJwt(provider.tokens()!.access_token)).toMatchObject({ aud: `${server.url}/mcp` });
+    await client.close();
+  });
+
+  it("its token endpoint honours the resource indicator, and refuses one it does not serve (invalid_target)", async () => {
+    const issue = (resource: string) =>
+      fetch(`${server.url}/oauth/token`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({
+          grant_type: "client_credentials",
+          client_id: server.devIssuer!.clientId,
+          client_secret: server.devIssuer!.clientSecret,
+          resource,
+        }),
+      });
+    const mcp = await issue(`${server.url}/mcp`);
+    expect(decodeJwt(((await mcp.json()) as { access_token: string }).access_token).aud).toBe(`${server.url}/mcp`);
+    const foreign = await issue("https://elsewhere.example/mcp");
+    expect(foreign.status).toBe(400);
+    expect(await foreign.json()).toMatchObject({ error: "invalid_target" });
   });
 });

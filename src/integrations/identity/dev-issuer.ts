@@ -30,6 +30,8 @@ export interface TokenRequest {
   client_id?: unknown;
   client_secret?: unknown;
   audience?: unknown;
+  // RFC 8707, what MCP clients send: the API audience or `<issuer>/mcp`.
+  resource?: unknown;
   scope?: unknown;
 }
 
@@ -104,6 +106,9 @@ export class DevIssuer {
       throw new ConnectError("invalid_client: unknown client or wrong secret", Code.Unauthenticated);
     if (req.audience !== undefined && req.audience !== this.audience)
       throw new ConnectError(`invalid_request: audience must be ${this.audience}`, Code.InvalidArgument);
+    if (req.resource !== undefined && req.resource !== this.audience && req.resource !== this.mcpResource)
+      throw new ConnectError(`invalid_target: resource must be ${this.audience} or ${this.mcpResource}`, Code.InvalidArgument);
+    const audience = req.resource === this.mcpResource && req.audience === undefined ? this.mcpResource : this.audience;
     const allowed = DEV_SCOPES.split(" ");
     const requested = typeof req.scope === "string" && req.scope.trim() ? req.scope.trim().split(/\s+/) : allowed;
     const unknown = requested.filter((s) => !allowed.includes(s));
@@ -113,7 +118,7 @@ export class DevIssuer {
     const access_token = await new SignJWT({ scope, client_id: this.clientId })
       .setProtectedHeader({ alg: "RS256", kid: this.privateJwk.kid, typ: "at+jwt" })
       .setIssuer(this.issuer)
-      .setAudience(this.audience)
+      .setAudience(audience)
       .setSubject(this.clientId)
       .setIssuedAt()
       .setExpirationTime(`${TOKEN_TTL_SECONDS}s`)
