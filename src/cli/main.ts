@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { ConfigError } from "../config.js";
+import { TOKEN_ENDPOINT_AUTH_METHODS } from "../integrations/mcp-client/oauth.js";
 import { dev, memberAdd, migrate, serve, sourceCreate, tenantCreate } from "./commands.js";
 import { probeSkill } from "./probe.js";
 
@@ -79,7 +80,7 @@ const COMMANDS: Command[] = [
   {
     name: "skill probe",
     args: [],
-    synopsis: "--url <mcp url> [--bearer T | --issuer I --client-id C --client-secret S [--scope S]... [--audience A]]",
+    synopsis: "--url <mcp url> [--bearer T | --issuer I --client-id C (--client-secret S | --private-key-file F) [--auth-method M] [--scope S]... [--audience A]]",
     help: [
       "connect to an MCP server as the runtime would and list its tools",
       "(loopback and private addresses need AGENTPLANE_OUTBOUND_ALLOW)",
@@ -87,6 +88,8 @@ const COMMANDS: Command[] = [
       "--bearer <token>          a static bearer token",
       "--issuer <url>            OAuth client credentials: the authorization server",
       "--client-id, --client-secret, --scope (repeatable), --audience",
+      "--private-key-file <pem>  private_key_jwt: an RS256 or ES256 private key",
+      `--auth-method <method>    pin ${TOKEN_ENDPOINT_AUTH_METHODS.join(", ")}; default: from the server's metadata`,
     ],
     options: {
       url: { type: "string" },
@@ -96,9 +99,13 @@ const COMMANDS: Command[] = [
       "client-secret": { type: "string" },
       scope: { type: "string", multiple: true },
       audience: { type: "string" },
+      "private-key-file": { type: "string" },
+      "auth-method": { type: "string" },
     },
     async run(_args, v) {
       if (!v.url) throw new UsageError("skill probe needs --url", this);
+      const authMethod = TOKEN_ENDPOINT_AUTH_METHODS.find((m) => m === v["auth-method"]);
+      if (v["auth-method"] !== undefined && !authMethod) throw new UsageError(`--auth-method must be one of ${TOKEN_ENDPOINT_AUTH_METHODS.join(", ")}`, this);
       const allow = process.env.AGENTPLANE_OUTBOUND_ALLOW?.split(",").map((c) => c.trim()).filter(Boolean) ?? [];
       process.exitCode = await probeSkill({
         url: v.url as string,
@@ -106,6 +113,8 @@ const COMMANDS: Command[] = [
         issuer: str(v.issuer),
         clientId: str(v["client-id"]),
         clientSecret: str(v["client-secret"]),
+        privateKeyFile: str(v["private-key-file"]),
+        authMethod,
         scopes: (v.scope as string[] | undefined) ?? [],
         audience: str(v.audience),
         allow,

@@ -25,6 +25,16 @@ export async function generateSigningKeyPair(alg: SigningAlg): Promise<SigningKe
   return { privateKeyPem: privateKey.export({ format: "pem", type: "pkcs8" }) as string, publicJwk: await publicJwkOf(publicKey, alg) };
 }
 
+// The algorithm a PEM private key can sign with (an EC key of any encoding,
+// PKCS#8 included, is ES256); undefined when it is not a private key.
+export function signingAlgOf(pem: string): SigningAlg | undefined {
+  try {
+    return createPrivateKey({ key: pem, format: "pem" }).asymmetricKeyType === "ec" ? "ES256" : "RS256";
+  } catch {
+    return undefined;
+  }
+}
+
 // A key the customer brings (an authorization server that issues the pair).
 // Returns why it cannot serve `alg`, or the pair.
 export async function importSigningKey(pem: string, alg: SigningAlg): Promise<SigningKeyPair | string> {

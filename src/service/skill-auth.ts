@@ -6,7 +6,7 @@ import {
   type SkillAuth,
   type SkillHeader,
 } from "../../gen/platform/v1/skill_pb.js";
-import { generateSigningKeyPair, importSigningKey, SIGNING_ALGS, type SigningAlg } from "../lib/signing-keys.js";
+import { generateSigningKeyPair, importSigningKey, SIGNING_ALGS, signingAlgOf, type SigningAlg } from "../lib/signing-keys.js";
 import type { SkillAuthSpec, TokenEndpointAuthMethodName } from "../store/rows.js";
 import { invalidArgument } from "./errors.js";
 import { checkHttpUrl } from "./expressions.js";
@@ -105,7 +105,7 @@ async function keyPair(o: OAuthClientCredentials, previous: { jwk?: Record<strin
     throw invalidArgument("skill.auth.oauth.signing_alg", `must be one of ${SIGNING_ALGS.join(", ")}`);
   checkLength("skill.auth.oauth.private_key", o.privateKey, MAX_LENGTH.secret);
   if (o.privateKey) {
-    const alg = (o.signingAlg || (/BEGIN EC PRIVATE KEY/.test(o.privateKey) ? "ES256" : "RS256")) as SigningAlg;
+    const alg = (o.signingAlg || signingAlgOf(o.privateKey) || "RS256") as SigningAlg;
     const imported = await importSigningKey(o.privateKey, alg);
     if (typeof imported === "string") throw invalidArgument("skill.auth.oauth.private_key", imported);
     return { publicJwk: imported.publicJwk, sealed: sealKey(imported.privateKeyPem) };

@@ -89,7 +89,7 @@ export interface TestIdp {
 // shape instead of suppressing a compiler error on a static import.
 // ---------------------------------------------------------------------------
 
-interface OidcProviderInstance {
+export interface OidcProviderInstance {
   readonly issuer: string;
   /** The underlying Koa application. */
   readonly app: { silent: boolean };
@@ -97,7 +97,7 @@ interface OidcProviderInstance {
   on(event: string, listener: (...args: unknown[]) => void): unknown;
 }
 
-interface OidcProviderModule {
+export interface OidcProviderModule {
   default: new (
     issuer: string,
     configuration: Record<string, unknown>,
@@ -124,7 +124,7 @@ interface AdapterPayload {
 const OIDC_PROVIDER_MODULE: string = "oidc-provider";
 let providerModule: Promise<OidcProviderModule> | undefined;
 
-function loadOidcProvider(): Promise<OidcProviderModule> {
+export function loadOidcProvider(): Promise<OidcProviderModule> {
   providerModule ??= import(OIDC_PROVIDER_MODULE).then(
     (mod: unknown) => mod as OidcProviderModule,
   );
@@ -136,7 +136,7 @@ function loadOidcProvider(): Promise<OidcProviderModule> {
  * module-global 1000-entry LRU shared by every provider in the process and
  * prints a warning; this one is isolated per startIdp() call and silent.
  */
-function createAdapterFactory(): (model: string) => object {
+export function createAdapterFactory(): (model: string) => object {
   const store = new Map<string, { payload: AdapterPayload; expiresAt: number | undefined }>();
   const index = new Map<string, string>(); // e.g. "Session:uid:<uid>" -> id
   const grants = new Map<string, string[]>(); // grantId -> storage keys

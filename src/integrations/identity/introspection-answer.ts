@@ -3,6 +3,7 @@
 // be cached briefly) and `unavailable` (the IdP could not give a usable
 // answer; never cached, never "allowed").
 import { Code, ConnectError } from "@connectrpc/connect";
+import { readBounded as readBoundedBody } from "../outbound/read-bounded.js";
 import { isMcpOnly, principalFromClaims, type Principal } from "./principal.js";
 
 // An introspection answer is a few hundred bytes; anything near this is not one.
@@ -13,26 +14,9 @@ export const unauthenticated = (message: string) => new ConnectError(message, Co
 
 // Reads the body, failing as soon as it passes `limit` bytes.
 export async function readBounded(res: Response, limit = MAX_ANSWER_BYTES): Promise<string> {
-  const tooLarge = () => unavailable(`token introspection answer exceeds ${limit} bytes`);
-  if (Number(res.headers.get("content-length") ?? 0) > limit) {
-    await res.body?.cancel();
-    throw tooLarge();
-  }
-  if (!res.body) return "";
-  const reader = res.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > limit) {
-      await reader.cancel();
-      throw tooLarge();
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks).toString("utf8");
+  const text = await readBoundedBody(res, limit);
+  if (text === undefined) throw unavailable(`token introspection answer exceeds ${limit} bytes`);
+  return text;
 }
 
 export interface AnswerRules {

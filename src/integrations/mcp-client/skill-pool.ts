@@ -1,7 +1,7 @@
 import { NO_OBSERVER, type Observer } from "../../lib/observer.js";
 import type { FetchLike } from "../outbound/guarded-fetch.js";
 import type { SkillAuth } from "./auth-fetch.js";
-import { OAuthSession, type OAuthSkillConfig } from "./oauth.js";
+import { OAuthSession, type OAuthSkillConfig, type TokenEndpointAuthMethod } from "./oauth.js";
 import { SkillClient } from "./skill-client.js";
 
 export type SkillAuthConfig =
@@ -34,11 +34,17 @@ export class SkillPool {
   readonly #clients = new Map<string, Promise<SkillClient>>();
   readonly #sessions = new Map<string, OAuthSession>();
   #tokenRequests = 0;
+  #lastTokenMethod?: TokenEndpointAuthMethod;
 
   constructor(private readonly options: SkillPoolOptions) {}
 
   get tokenRequests(): number {
     return this.#tokenRequests;
+  }
+
+  // How the last token request authenticated the client (what the probe shows).
+  get lastTokenMethod(): TokenEndpointAuthMethod | undefined {
+    return this.#lastTokenMethod;
   }
 
   client(connection: SkillConnection): Promise<SkillClient> {
@@ -75,8 +81,9 @@ export class SkillPool {
     if (a.mode !== "oauth") return a;
     let session = this.#sessions.get(connection.key);
     if (!session) {
-      session = new OAuthSession({ mcpUrl: connection.url, ...a }, this.options.fetch, this.options.discoveryTimeoutMs, (outcome) => {
+      session = new OAuthSession({ mcpUrl: connection.url, ...a }, this.options.fetch, this.options.discoveryTimeoutMs, (outcome, method) => {
         this.#tokenRequests++;
+        this.#lastTokenMethod = method;
         (this.options.observer ?? NO_OBSERVER).tokenRequest(outcome);
       });
       this.#sessions.set(connection.key, session);
