@@ -204,6 +204,41 @@ describe("static bearer skills", () => {
   });
 });
 
+describe("a server that is not an MCP endpoint", () => {
+  let open: CustomerMcp;
+  let notFound: Server;
+  let notFoundUrl: string;
+  let hits = 0;
+  beforeAll(async () => {
+    open = await startOpenMcp();
+    notFound = createServer((_req, res) => {
+      hits++;
+      res.writeHead(404, { "content-type": "text/html" }).end("<html>no such page</html>");
+    });
+    await new Promise<void>((r) => notFound.listen(0, "127.0.0.1", r));
+    notFoundUrl = `http://127.0.0.1:${(notFound.address() as AddressInfo).port}/wrong/mcp`;
+  });
+  afterAll(async () => {
+    await open.close();
+    await new Promise((r) => notFound.close(r));
+  });
+
+  it("answers 404: skill_rejected (a wrong URL, not a refused credential), not retried", async () => {
+    const skill = await createSkill({ name: "moved", mcpUrl: open.url });
+    const agent = (await must("CreateAgent", { agent: { name: "moved", skillIds: [skill.id], steps: [{ skillId: skill.id, tool: "echo", arguments: '{"text": "x"}' }] } }))
+      .agent as Json;
+    // The server moved: the stored tools stay, the URL no longer answers MCP.
+    await must("UpdateSkill", { skill: { id: skill.id, mcpUrl: notFoundUrl }, updateMask: "mcpUrl" });
+    const before = hits;
+    const run = await waitForRun(((await must("RunAgent", { id: agent.id, input: {} })).run as Json).id as string);
+    expect(run.status).toBe("RUN_STATUS_FAILED");
+    const error = (run.steps as Json[])[0]!.error as string;
+    expect(error).toMatch(/^skill_rejected: .*HTTP 404/);
+    expect(error).not.toContain("<html>");
+    expect(hits - before).toBe(1);
+  });
+});
+
 describe("outbound guard", () => {
   it.each([
     ["cloud metadata", "http://169.254.169.254/mcp"],

@@ -2,6 +2,7 @@
 // for programs, `message` says which step went wrong.
 export const SKILL_ERROR_KINDS = [
   "skill_unauthorized", // the server refused our credentials
+  "skill_rejected", // the server answered another 4xx: a wrong URL or not an MCP endpoint
   "skill_auth_failed", // OAuth discovery or token request failed
   "outbound_blocked", // the URL resolves to an address we may not call
   "skill_unreachable", // connection refused, DNS, reset: transient

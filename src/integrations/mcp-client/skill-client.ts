@@ -36,7 +36,9 @@ export function toSkillError(err: unknown): SkillError {
     return new SkillError("skill_timeout", e.message);
   if (e instanceof StreamableHTTPError) {
     const status = e.code ?? 0;
-    return new SkillError(status >= 500 || status === 429 ? "skill_error" : "skill_unauthorized", httpFailure(e));
+    // 401 and 403 reach here only when the auth layer let them through.
+    const kind = status >= 500 || status === 429 ? "skill_error" : status === 401 || status === 403 ? "skill_unauthorized" : "skill_rejected";
+    return new SkillError(kind, httpFailure(e));
   }
   if (e.cause instanceof SkillError) return e.cause;
   if (e.message === "fetch failed" || /ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|socket/i.test(`${e.message} ${String(e.cause)}`))
