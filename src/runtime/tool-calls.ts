@@ -26,7 +26,8 @@ export interface ToolOutcome {
 }
 
 export interface ToolCaller {
-  call(skill: SkillRow, tool: string, args: Record<string, unknown>, signal: AbortSignal, tries: CallTries): Promise<ToolOutcome>;
+  // `idempotencyKey` goes with every try (see idempotency-keys.ts).
+  call(skill: SkillRow, tool: string, args: Record<string, unknown>, idempotencyKey: string, signal: AbortSignal, tries: CallTries): Promise<ToolOutcome>;
 }
 
 // Calls a tool and returns its outcome. Transient failures (refused, reset,
@@ -35,7 +36,7 @@ export interface ToolCaller {
 // errors do not retry.
 export function createToolCaller(skills: SkillPool, secrets: SecretBox, observer: Observer = NO_OBSERVER): ToolCaller {
   return {
-    async call(skill, tool, args, signal, tries) {
+    async call(skill, tool, args, idempotencyKey, signal, tries) {
       const connection = skillConnection(skill, secrets);
       for (let attempt = 0; ; attempt++) {
         const started = performance.now();
@@ -46,7 +47,7 @@ export function createToolCaller(skills: SkillPool, secrets: SecretBox, observer
             `tools/call ${tool}`,
             { kind: SpanKind.CLIENT, attributes: { [ATTR.skill]: skill.id, [ATTR.tool]: tool, "mcp.method.name": "tools/call" } },
             async (span) => {
-              const result = await (await skills.client(connection)).callTool(tool, args, signal);
+              const result = await (await skills.client(connection)).callTool(tool, args, idempotencyKey, signal);
               if (result.isError) failed(span, "tool_error");
               observer.skillCall(skill.tenantId, result.isError ? "tool_error" : "ok", took());
               return result;
