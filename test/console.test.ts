@@ -8,8 +8,9 @@ import type { Browser, Page } from "playwright-core";
 import { loadConfig } from "../src/config.js";
 import { createAuthenticator } from "../src/integrations/identity/index.js";
 import { firstLoadJsGzipBytes, launchBrowser, newUser, screenshot, SCREENSHOTS } from "./support/browser.js";
-import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
+import { startHeadersMcp, startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { freeLoopbackPort } from "./support/listen.js";
+import { waitFor } from "./support/wait.js";
 import { startIdp, type TestIdp } from "./support/oidc-idp.js";
 import { startServer, type TestServer } from "./support/server.js";
 
@@ -207,6 +208,80 @@ describe("console in Chromium, jwt mode, login at oidc-provider", () => {
     await step.locator(".status-running").waitFor({ state: "detached" });
     expect(await admin.getByRole("button", { name: "Cancel run" }).count()).toBe(0);
     await screenshot(admin, "run-cancelled");
+  }, 60_000);
+
+  test("an admin creates a skill with headers, edits it keeping the write-only values, and saves an OAuth skill's key pair", async () => {
+    const keyed = await startHeadersMcp({ "X-API-Key": "console-key-4b1d", Authorization: "Basic Y29uc29sZTpwdw==" });
+    try {
+      await section(admin, "Skills");
+      await admin.getByRole("link", { name: "New skill" }).click();
+      await admin.getByLabel("Name", { exact: true }).fill("keyed");
+      await admin.getByLabel("MCP URL").fill(keyed.url);
+      await admin.getByLabel("Headers", { exact: true }).check();
+      await admin.getByLabel("Header 1 name").fill("X-API-Key");
+      await admin.getByLabel("Header 1 value").fill("console-key-4b1d");
+      await admin.getByRole("button", { name: "Add header" }).click();
+      await admin.getByLabel("Header 2 name").fill("Authorization");
+      await admin.getByLabel("Header 2 value").fill("Basic Y29uc29sZTpwdw==");
+      await admin.getByRole("button", { name: "Create skill" }).click();
+      await admin.getByRole("heading", { name: "Skill keyed" }).waitFor();
+      await admin.getByText("echo", { exact: true }).waitFor();
+      await admin.getByText("headers X-API-Key, Authorization").waitFor();
+
+      // Editing: the values are not shown, only that they are set; left empty they are kept.
+      await admin.getByRole("link", { name: "Edit" }).click();
+      const value1 = admin.getByLabel("Header 1 value");
+      await expect(value1.inputValue()).resolves.toBe("");
+      expect(await value1.getAttribute("placeholder")).toBe("set");
+      expect(await admin.getByText("set; leave empty to keep it").count()).toBe(2);
+      // A name the transport owns: the API's message shows at that row.
+      await admin.getByRole("button", { name: "Add header" }).click();
+      await admin.getByLabel("Header 3 name").fill("Host");
+      await admin.getByLabel("Header 3 value").fill("internal.example");
+      await admin.getByRole("button", { name: "Save skill" }).click();
+      const invalid = admin.locator(".field.invalid");
+      await invalid.getByText("is set by the transport and cannot be configured", { exact: false }).waitFor();
+      expect(await invalid.locator("label").textContent()).toBe("Header 3 name");
+      await screenshot(admin, "skill-headers-validation");
+      await admin.getByRole("button", { name: "Remove header 3" }).click();
+      await admin.getByRole("button", { name: "Save skill" }).click();
+      await admin.getByRole("heading", { name: "Skill keyed" }).waitFor();
+      const before = keyed.requestLog().length;
+      await admin.getByRole("button", { name: "Refresh tools" }).click();
+      await waitFor("the refresh to reach the server", 10_000, async () => (keyed.requestLog().length > before ? true : undefined), 20);
+      await admin.getByText("The last refresh failed").waitFor({ state: "detached" });
+      const last = keyed.requestLog().at(-1)!;
+      expect([last.headers["x-api-key"], last.headers.authorization]).toEqual(["console-key-4b1d", "Basic Y29uc29sZTpwdw=="]);
+
+      // OAuth with a generated key pair: its public JWK shows after save, with a copy button.
+      await section(admin, "Skills");
+      await admin.getByRole("link", { name: "New skill" }).click();
+      await admin.getByLabel("Name", { exact: true }).fill("signed");
+      await admin.getByLabel("MCP URL").fill(mcp.url);
+      await admin.getByLabel("OAuth client credentials").check();
+      await admin.getByLabel("Issuer").fill("https://auth.example.test/");
+      await admin.getByLabel("Client ID").fill("agentplane");
+      await admin.getByLabel("Token endpoint authentication").selectOption({ label: "private_key_jwt" });
+      await admin.getByLabel("Key pair for private_key_jwt").selectOption("ES256");
+      await admin.getByRole("button", { name: "Create skill" }).click();
+      await admin.getByRole("heading", { name: "Skill signed" }).waitFor();
+      const jwk = JSON.parse((await admin.getByLabel("Public JWK").textContent())!) as Record<string, unknown>;
+      expect(jwk).toMatchObject({ kty: "EC", crv: "P-256", alg: "ES256", use: "sig" });
+      expect(jwk.d).toBeUndefined();
+      await admin.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: server.url });
+      await admin.getByRole("button", { name: "Copy public JWK" }).click();
+      await admin.getByText("copied", { exact: true }).waitFor();
+      expect(JSON.parse(await admin.evaluate<string>("navigator.clipboard.readText()"))).toEqual(jwk);
+      await screenshot(admin, "skill-public-jwk");
+      // Its edit form keeps the pair unless another algorithm is chosen.
+      await admin.getByRole("link", { name: "Edit" }).click();
+      await expect(admin.getByLabel("Key pair for private_key_jwt").inputValue()).resolves.toBe("ES256");
+      await admin.getByRole("button", { name: "Save skill" }).click();
+      await admin.getByRole("heading", { name: "Skill signed" }).waitFor();
+      expect(JSON.parse((await admin.getByLabel("Public JWK").textContent())!)).toEqual(jwk);
+    } finally {
+      await keyed.close();
+    }
   }, 60_000);
 
   test("a viewer sees no write controls; the tenant switcher shows the admin's other tenant read-only", async () => {

@@ -179,7 +179,7 @@ async function main(): Promise<void> {
     const directClient = direct;
 
     // Same SDK request options on both sides (agentplane passes a timeout and an optional signal).
-    const a: Contender = { name: "agentplane", call: (text) => skill.callTool("echo", { text }), samples: [], blockP50s: [] };
+    const a: Contender = { name: "agentplane", call: (text) => skill.callTool("echo", { text }, `bench-${text}`), samples: [], blockP50s: [] };
     const b: Contender = {
       name: "direct (SDK)",
       call: async (text) => (await directClient.callTool({ name: "echo", arguments: { text } }, undefined, { timeout: CALL_TIMEOUT_MS })) as CallToolResult,

@@ -7,6 +7,7 @@ import type { AgentRow, RunRow, SkillRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import type { ExecutionContext, ExecutionResult, Executor } from "./executor.js";
 import type { ToolCaller } from "./tool-calls.js";
+import { modelCallKeys, planStepKey } from "./idempotency-keys.js";
 import { traceStep } from "./run-tracing.js";
 import { ATTR } from "../lib/tracing.js";
 import type { ExpressionSandbox } from "../integrations/expressions/sandbox.js";
@@ -73,7 +74,7 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
       const skill = await skillOf(agent, planned.skillId);
       const done = await traceStep("tool_call", i, { [ATTR.skill]: skill.id, [ATTR.tool]: planned.tool }, async () => {
         const step = ctx.startStep({ kind: "tool_call", skillId: skill.id, tool: planned.tool, arguments: args });
-        const done = await tools.call(skill, planned.tool, args as Record<string, unknown>, signal, step);
+        const done = await tools.call(skill, planned.tool, args as Record<string, unknown>, planStepKey(run.id, i, skill.id, planned.tool), signal, step);
         step.end(done);
         return done;
       }, (d) => d.error);
@@ -100,6 +101,7 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
         definitions.push({ type: "function", function: { name, description: tool.description, parameters: tool.inputSchema } });
       }
     }
+    const keyOf = modelCallKeys(run.id);
     // The model sees tool failures as text and may recover; the run records them.
     const callForModel = async (name: string, rawArgs: string, turn: number): Promise<string> => {
       const target = offered.get(name);
@@ -111,9 +113,10 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
         return "error: arguments are not JSON";
       }
       if (typeof args !== "object" || args === null || Array.isArray(args)) return "error: arguments must be a JSON object";
+      const key = keyOf(target.skill.id, target.tool, args as Record<string, unknown>);
       const done = await traceStep("tool_call", turn, { [ATTR.skill]: target.skill.id, [ATTR.tool]: target.tool }, async () => {
         const step = ctx.startStep({ kind: "tool_call", skillId: target.skill.id, tool: target.tool, arguments: args });
-        const done = await tools.call(target.skill, target.tool, args as Record<string, unknown>, signal, step);
+        const done = await tools.call(target.skill, target.tool, args as Record<string, unknown>, key, signal, step);
         step.end(done);
         return done;
       }, (d) => d.error);

@@ -2,6 +2,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { SpanKind } from "@opentelemetry/api";
 import { SkillError } from "../integrations/mcp-client/errors.js";
 import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
+import { secretRedactor } from "../integrations/mcp-client/secret-redaction.js";
 import type { CallTries } from "../lib/call-tries.js";
 import { NO_OBSERVER, type Observer } from "../lib/observer.js";
 import { pause } from "../lib/pause.js";
@@ -26,7 +27,8 @@ export interface ToolOutcome {
 }
 
 export interface ToolCaller {
-  call(skill: SkillRow, tool: string, args: Record<string, unknown>, signal: AbortSignal, tries: CallTries): Promise<ToolOutcome>;
+  // `idempotencyKey` goes with every try (see idempotency-keys.ts).
+  call(skill: SkillRow, tool: string, args: Record<string, unknown>, idempotencyKey: string, signal: AbortSignal, tries: CallTries): Promise<ToolOutcome>;
 }
 
 // Calls a tool and returns its outcome. Transient failures (refused, reset,
@@ -35,8 +37,10 @@ export interface ToolCaller {
 // errors do not retry.
 export function createToolCaller(skills: SkillPool, secrets: SecretBox, observer: Observer = NO_OBSERVER): ToolCaller {
   return {
-    async call(skill, tool, args, signal, tries) {
+    async call(skill, tool, args, idempotencyKey, signal, tries) {
       const connection = skillConnection(skill, secrets);
+      // Step errors are kept, shown and logged: never with the skill's secrets in them.
+      const redact = secretRedactor(connection.auth);
       for (let attempt = 0; ; attempt++) {
         const started = performance.now();
         const took = () => (performance.now() - started) / 1000;
@@ -46,7 +50,7 @@ export function createToolCaller(skills: SkillPool, secrets: SecretBox, observer
             `tools/call ${tool}`,
             { kind: SpanKind.CLIENT, attributes: { [ATTR.skill]: skill.id, [ATTR.tool]: tool, "mcp.method.name": "tools/call" } },
             async (span) => {
-              const result = await (await skills.client(connection)).callTool(tool, args, signal);
+              const result = await (await skills.client(connection)).callTool(tool, args, idempotencyKey, signal);
               if (result.isError) failed(span, "tool_error");
               observer.skillCall(skill.tenantId, result.isError ? "tool_error" : "ok", took());
               return result;
@@ -54,13 +58,14 @@ export function createToolCaller(skills: SkillPool, secrets: SecretBox, observer
             (err) => (err instanceof SkillError ? err.kind : "skill_error"),
           );
           const value = resultValue(result);
-          return { result: value, error: result.isError ? new SkillError("tool_error", JSON.stringify(value)).message : "" };
+          return { result: value, error: result.isError ? redact(new SkillError("tool_error", JSON.stringify(value)).message) : "" };
         } catch (err) {
           const e = err instanceof SkillError ? err : new SkillError("skill_error", (err as Error).message);
           observer.skillCall(skill.tenantId, e.kind, took());
           if (e.transient) skills.evict(connection.key);
-          if (!e.transient || attempt >= BACKOFF_MS.length || signal.aborted) return { error: e.message };
-          tries.failed(e.message, BACKOFF_MS[attempt]!);
+          const error = redact(e.message);
+          if (!e.transient || attempt >= BACKOFF_MS.length || signal.aborted) return { error };
+          tries.failed(error, BACKOFF_MS[attempt]!);
           // A cancelled run does not wait out the backoff: the next try fails at once on the aborted signal.
           await pause(BACKOFF_MS[attempt]!, signal);
           tries.retrying();

@@ -78,9 +78,11 @@ function checkHeaderName(field: string, name: string): string {
 }
 
 // Names in `auth`; values sealed together as one JSON object. An empty value
-// keeps the stored value of the header with the same name (write-only values
-// are never sent back, so an edit of one header must not need the others).
+// keeps the stored value of the header with the same name, in any case as
+// header names are (write-only values are never sent back, so an edit of
+// one header must not need the others, nor a name's spelling its value).
 function headerColumns(headers: SkillHeader[], seal: (plain: string) => string, stored: Record<string, string> | undefined) {
+  const storedByName = new Map(Object.entries(stored ?? {}).map(([name, value]) => [name.toLowerCase(), value]));
   if (!headers.length) throw invalidArgument("skill.auth.headers.headers", "needs at least one header");
   checkCount("skill.auth.headers.headers", headers, MAX_SKILL_HEADERS);
   const values: Record<string, string> = {};
@@ -92,7 +94,7 @@ function headerColumns(headers: SkillHeader[], seal: (plain: string) => string, 
     seen.add(name.toLowerCase());
     checkLength(`${field}.value`, h.value, MAX_LENGTH.secret);
     if (!FIELD_VALUE.test(h.value)) throw invalidArgument(`${field}.value`, "must be visible ASCII, spaces and tabs");
-    const value = h.value || stored?.[name];
+    const value = h.value || storedByName.get(name.toLowerCase());
     if (value === undefined || value === "") throw invalidArgument(`${field}.value`, "is required");
     values[name] = value;
   });

@@ -1,6 +1,7 @@
 import { create, type JsonObject } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { SkillSchema, type Skill } from "../../gen/platform/v1/skill_pb.js";
+import { secretRedactor } from "../integrations/mcp-client/secret-redaction.js";
 import { newId } from "../lib/ids.js";
 import type { SkillRow } from "../store/rows.js";
 import { failedPrecondition, fromStoreError, invalidArgument, notFound } from "./errors.js";
@@ -45,8 +46,12 @@ export function skillHandlers({ store, secrets, now, skills, quotas }: ServiceDe
   async function refresh(row: SkillRow): Promise<{ row: SkillRow; error?: string }> {
     let patch: Partial<SkillRow>;
     let error: string | undefined;
+    // Shown to every viewer of the tenant: never with the skill's secrets in it.
+    let redact = (text: string) => text;
     try {
-      const client = await skills.connectOnce(skillConnection(row, secrets));
+      const connection = skillConnection(row, secrets);
+      redact = secretRedactor(connection.auth);
+      const client = await skills.connectOnce(connection);
       try {
         const tools = await client.listTools();
         patch = {
@@ -58,7 +63,7 @@ export function skillHandlers({ store, secrets, now, skills, quotas }: ServiceDe
         await client.close().catch(() => {});
       }
     } catch (err) {
-      error = (err as Error).message;
+      error = redact((err as Error).message);
       patch = { toolsRefreshError: error };
     }
     // The update time is left alone: a refresh is not a configuration change.

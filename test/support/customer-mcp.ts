@@ -7,6 +7,8 @@
  * - startStaticBearerMcp: compares `Authorization: Bearer <token>` on every
  *   request; a mismatch answers 401 with the JSON-RPC body
  *   `{"jsonrpc":"2.0","error":{"code":-32000,"message":"Unauthorized"},"id":null}`.
+ * - startHeadersMcp: compares a set of configured headers (`X-API-Key`,
+ *   `Authorization: Basic …`) on every request; a mismatch is the same 401.
  * - startOAuthMcp: an OAuth protected resource. Serves RFC 9728 metadata
  *   (seed 4.3), answers unauthenticated requests with a
  *   `WWW-Authenticate: Bearer resource_metadata="…", error="invalid_token"`
@@ -27,6 +29,7 @@
  */
 import {
   createServer,
+  type IncomingHttpHeaders,
   type IncomingMessage,
   type Server,
   type ServerResponse,
@@ -49,6 +52,13 @@ export interface CustomerMcp {
   requests(): number;
   /** The `traceparent` header of each request to /mcp ("" when absent), in order. */
   traceparents(): string[];
+  /** Each request to /mcp, in order: its HTTP method, JSON-RPC methods and headers. */
+  requestLog(): LoggedRequest[];
+  /**
+   * Every `tools/call` POSTed to /mcp, in order, with its `params._meta`:
+   * also those refused, failed with failNext or redirected before any tool ran.
+   */
+  toolCallRequests(): ToolCallRequest[];
   /** Requests to /mcp that passed authentication (all of them for an open server). */
   authorizedRequests(): number;
   /** Every tool invocation that reached a tool handler, in order. */
@@ -58,11 +68,25 @@ export interface CustomerMcp {
   /** Authenticated requests answered with the `redirect` option's redirect. */
   redirects(): number;
   /**
-   * The next `n` authenticated POSTs to /mcp are answered 503 (a transient
-   * failure to a client), before any tool runs; counted in requests().
+   * The next `n` authenticated POSTs to /mcp (only those of JSON-RPC
+   * `method` when given) are answered 503 (a transient failure to a
+   * client), before any tool runs; counted in requests().
    */
-  failNext(n: number): void;
+  failNext(n: number, method?: string): void;
   close(): Promise<void>;
+}
+
+export interface LoggedRequest {
+  httpMethod: string;
+  /** The JSON-RPC methods of a POST's message(s); [] for GET and DELETE. */
+  rpcMethods: string[];
+  /** As received, names lower-case. */
+  headers: IncomingHttpHeaders;
+}
+
+export interface ToolCallRequest {
+  name: string;
+  meta: Record<string, unknown> | undefined;
 }
 
 export interface TrackedCall {
@@ -263,6 +287,7 @@ async function serveMcp(
   req: IncomingMessage & { auth?: AuthInfo },
   res: ServerResponse,
   state: ToolState,
+  body: unknown,
 ): Promise<void> {
   if (req.method !== "POST") {
     res.setHeader("allow", "POST");
@@ -279,16 +304,38 @@ async function serveMcp(
     void server.close();
   });
   await server.connect(transport);
-  await transport.handleRequest(req, res);
+  await transport.handleRequest(req, res, body);
+}
+
+// A POST body as JSON, or undefined when it is not JSON.
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString("utf8"));
+  } catch {
+    return undefined;
+  }
+}
+
+type RpcMessage = { method?: unknown; params?: { name?: unknown; _meta?: Record<string, unknown> } } | null;
+
+function toolCallsIn(messages: RpcMessage[]): ToolCallRequest[] {
+  return messages
+    .filter((m) => m?.method === "tools/call")
+    .map((m) => ({ name: String(m!.params?.name), meta: m!.params?._meta }));
 }
 
 async function startHttp(setup: HttpServerSetup): Promise<RunningServer> {
   const state: ToolState = { calls: [], tracked: [], timers: new Set() };
   let requests = 0;
   const traceparents: string[] = [];
+  const log: LoggedRequest[] = [];
+  const toolCallRequests: ToolCallRequest[] = [];
   let authorized = 0;
   let redirects = 0;
   let failing = 0;
+  let failingMethod: string | undefined;
   let mcpUrl = "";
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
@@ -301,6 +348,16 @@ async function startHttp(setup: HttpServerSetup): Promise<RunningServer> {
     }
     requests += 1;
     traceparents.push(String(req.headers.traceparent ?? ""));
+    // Read here (and handed to the transport) so that tool calls are seen
+    // even when refused or failed before the SDK server parses them.
+    const body = req.method === "POST" ? await readJson(req) : undefined;
+    const messages = (Array.isArray(body) ? body : body === undefined ? [] : [body]) as RpcMessage[];
+    log.push({ httpMethod: req.method ?? "", rpcMethods: messages.map((m) => String(m?.method ?? "")), headers: { ...req.headers } });
+    if (req.method === "POST" && body === undefined) {
+      sendJsonRpcError(res, 400, -32700, "Parse error");
+      return;
+    }
+    toolCallRequests.push(...toolCallsIn(messages));
     const decision = await setup.authenticate(req, mcpUrl);
     if (!decision.ok) {
       res.writeHead(decision.status, decision.headers);
@@ -313,14 +370,14 @@ async function startHttp(setup: HttpServerSetup): Promise<RunningServer> {
       res.writeHead(setup.redirect.status ?? (req.method === "GET" ? 302 : 307), { location: setup.redirect.to }).end();
       return;
     }
-    if (failing > 0 && req.method === "POST") {
+    if (failing > 0 && req.method === "POST" && (failingMethod === undefined || messages.some((m) => m?.method === failingMethod))) {
       failing -= 1;
       res.writeHead(503, { "content-type": "text/plain" }).end("Service Unavailable");
       return;
     }
     const authedReq: IncomingMessage & { auth?: AuthInfo } = req;
     if (decision.authInfo !== undefined) authedReq.auth = decision.authInfo;
-    await serveMcp(authedReq, res, state);
+    await serveMcp(authedReq, res, state, body);
   };
 
   const server: Server = createServer((req, res) => {
@@ -359,12 +416,15 @@ async function startHttp(setup: HttpServerSetup): Promise<RunningServer> {
       url: mcpUrl,
       requests: () => requests,
       traceparents: () => [...traceparents],
+      requestLog: () => log.map((r) => ({ ...r, headers: { ...r.headers } })),
+      toolCallRequests: () => toolCallRequests.map((c) => ({ ...c })),
       authorizedRequests: () => authorized,
       toolCalls: () => state.calls.map((c) => ({ ...c })),
       trackedCalls: () => state.tracked.map((c) => ({ ...c })),
       redirects: () => redirects,
-      failNext: (n) => {
+      failNext: (n, method) => {
         failing = n;
+        failingMethod = method;
       },
       close,
     },
@@ -402,6 +462,38 @@ export async function startStaticBearerMcp(
         status: 401,
         headers: { "content-type": "application/json" },
         body: STATIC_UNAUTHORIZED_BODY,
+      };
+    },
+  });
+  return mcp;
+}
+
+export interface HeadersMcpOptions extends CustomerMcpOptions {
+  /** The 401's JSON-RPC message quotes the headers it got, as a careless server's might. */
+  quoteRefused?: boolean;
+}
+
+/**
+ * A customer MCP server that wants every one of `expected` (name → exact
+ * value) on every request: an API key header, `Authorization: Basic …`.
+ * A missing or different one: 401 with STATIC_UNAUTHORIZED_BODY (or, with
+ * quoteRefused, a -32000 error whose message quotes what was sent).
+ */
+export async function startHeadersMcp(expected: Record<string, string>, opts: HeadersMcpOptions = {}): Promise<CustomerMcp> {
+  const { mcp } = await startHttp({
+    port: opts.port,
+    redirect: opts.redirect,
+    authenticate: async (req) => {
+      const wrong = Object.entries(expected).filter(([name, value]) => req.headers[name.toLowerCase()] !== value);
+      if (!wrong.length) return { ok: true };
+      const quoted = wrong.map(([name]) => `${name}=${String(req.headers[name.toLowerCase()] ?? "")}`).join(", ");
+      return {
+        ok: false,
+        status: 401,
+        headers: { "content-type": "application/json" },
+        body: opts.quoteRefused
+          ? JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message: `Unauthorized: ${quoted}` }, id: null })
+          : STATIC_UNAUTHORIZED_BODY,
       };
     },
   });

@@ -1,6 +1,5 @@
 import { useState } from "react";
-import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { Skill, SkillAuthSchema } from "../../../gen/platform/v1/skill_pb.js";
+import type { Skill } from "../../../gen/platform/v1/skill_pb.js";
 import { Facts, Json } from "../components/bits.js";
 import { ActionForm, ErrorBanner, Field, placeProblem, useAction } from "../components/form.js";
 import { EditPage, RecordActions, RecordList, SubmitButton } from "../components/records.js";
@@ -8,9 +7,48 @@ import { time } from "../format.js";
 import { Link, useRouter } from "../router.js";
 import { useTenant } from "../tenant.js";
 import { Heading, useLoad } from "./common.js";
+import { useSkillAuth } from "./skill-auth.js";
 
-const authName = (s: Skill) =>
-  s.auth?.mode.case === "staticBearer" ? "static bearer token" : s.auth?.mode.case === "oauth" ? `OAuth client ${s.auth.mode.value.clientId}` : "none";
+function authName(s: Skill): string {
+  const mode = s.auth?.mode;
+  switch (mode?.case) {
+    case "staticBearer":
+      return "static bearer token";
+    case "headers":
+      return `headers ${mode.value.headers.map((h) => h.name).join(", ")}`;
+    case "oauth":
+      return `OAuth client ${mode.value.clientId}`;
+    default:
+      return "none";
+  }
+}
+
+// The public half of the skill's private_key_jwt key pair, to register at the
+// authorization server.
+function PublicJwk({ skill }: { skill: Skill }) {
+  const [copied, setCopied] = useState(false);
+  const jwk = skill.auth?.mode.case === "oauth" ? skill.auth.mode.value.publicJwk : undefined;
+  if (!jwk) return null;
+  return (
+    <>
+      <h2>Public key</h2>
+      <p>Register this JWK with the authorization server as the client's key (private_key_jwt). The private key never leaves the service.</p>
+      <Json value={jwk} label="Public JWK" />
+      <button
+        type="button"
+        onClick={() =>
+          void navigator.clipboard?.writeText(JSON.stringify(jwk)).then(
+            () => setCopied(true),
+            () => setCopied(false),
+          )
+        }
+      >
+        Copy public JWK
+      </button>{" "}
+      {copied && <span role="status">copied</span>}
+    </>
+  );
+}
 
 export function SkillsPage() {
   const { api, tenant, base } = useTenant();
@@ -83,6 +121,7 @@ export function SkillPage({ id }: { id: string }) {
               The last refresh failed: {s.toolsRefreshError}
             </p>
           )}
+          <PublicJwk skill={s} />
           <h2>Tools</h2>
           {s.tools.length === 0 ? (
             <p>No tools listed.</p>
@@ -106,41 +145,19 @@ export function SkillPage({ id }: { id: string }) {
   );
 }
 
-type AuthMode = "none" | "staticBearer" | "oauth";
-
 function SkillForm({ skill }: { skill?: Skill }) {
   const { api, base } = useTenant();
   const { navigate } = useRouter();
-  const mode0 = skill?.auth?.mode;
-  const oauth0 = mode0?.case === "oauth" ? mode0.value : undefined;
   const [name, setName] = useState(skill?.name ?? "");
   const [mcpUrl, setMcpUrl] = useState(skill?.mcpUrl ?? "");
-  const [mode, setMode] = useState<AuthMode>((mode0?.case as AuthMode | undefined) ?? "none");
-  const [token, setToken] = useState("");
-  const [issuer, setIssuer] = useState(oauth0?.issuer ?? "");
-  const [clientId, setClientId] = useState(oauth0?.clientId ?? "");
-  const [clientSecret, setClientSecret] = useState("");
-  const [scopes, setScopes] = useState(oauth0?.scopes.join(" ") ?? "");
-  const [audience, setAudience] = useState(oauth0?.audience ?? "");
+  const auth = useSkillAuth(skill);
   const action = useAction();
-  const { at, general } = placeProblem(action.problem, [
-    "skill.name", "skill.mcp_url", "skill.auth.static_bearer.token", "skill.auth.oauth.issuer", "skill.auth.oauth.client_id",
-    "skill.auth.oauth.client_secret", "skill.auth.oauth.scopes", "skill.auth.oauth.audience",
-  ]);
-  const secretHint = (set: boolean | undefined) => (set ? "A secret is stored; leave empty to keep it." : undefined);
-  const auth = (): MessageInitShape<typeof SkillAuthSchema> => ({
-    mode:
-      mode === "staticBearer"
-        ? { case: "staticBearer" as const, value: { token } }
-        : mode === "oauth"
-          ? { case: "oauth" as const, value: { issuer, clientId, clientSecret, audience, scopes: scopes.split(/\s+/).filter(Boolean) } }
-          : { case: "none" as const, value: {} },
-  });
+  const { at, general } = placeProblem(action.problem, ["skill.name", "skill.mcp_url", ...auth.fields]);
   return (
     <ActionForm
       action={action}
       submit={async () => {
-        const message = { id: skill?.id ?? "", name, mcpUrl, auth: auth() };
+        const message = { id: skill?.id ?? "", name, mcpUrl, auth: auth.message() };
         const res = skill
           ? await api.updateSkill({ skill: message, updateMask: { paths: ["name", "mcp_url", "auth"] } })
           : await api.createSkill({ skill: message });
@@ -154,44 +171,7 @@ function SkillForm({ skill }: { skill?: Skill }) {
       <Field label="MCP URL" error={at("skill.mcp_url")} hint="The server's Streamable HTTP endpoint, ending in /mcp">
         {(p) => <input {...p} type="url" value={mcpUrl} onChange={(e) => setMcpUrl(e.target.value)} />}
       </Field>
-      <fieldset>
-        <legend>Authentication</legend>
-        {(
-          [
-            ["none", "None"],
-            ["staticBearer", "Static bearer token"],
-            ["oauth", "OAuth client credentials"],
-          ] as const
-        ).map(([value, label]) => (
-          <label key={value} className="check">
-            <input type="radio" name="auth" checked={mode === value} onChange={() => setMode(value)} /> {label}
-          </label>
-        ))}
-      </fieldset>
-      {mode === "staticBearer" && (
-        <Field label="Token" error={at("skill.auth.static_bearer.token")} hint={secretHint(mode0?.case === "staticBearer" && mode0.value.tokenSet)}>
-          {(p) => <input {...p} type="password" autoComplete="off" value={token} onChange={(e) => setToken(e.target.value)} />}
-        </Field>
-      )}
-      {mode === "oauth" && (
-        <>
-          <Field label="Issuer" error={at("skill.auth.oauth.issuer")}>
-            {(p) => <input {...p} type="url" value={issuer} onChange={(e) => setIssuer(e.target.value)} />}
-          </Field>
-          <Field label="Client ID" error={at("skill.auth.oauth.client_id")}>
-            {(p) => <input {...p} value={clientId} onChange={(e) => setClientId(e.target.value)} />}
-          </Field>
-          <Field label="Client secret" error={at("skill.auth.oauth.client_secret")} hint={secretHint(oauth0?.clientSecretSet)}>
-            {(p) => <input {...p} type="password" autoComplete="off" value={clientSecret} onChange={(e) => setClientSecret(e.target.value)} />}
-          </Field>
-          <Field label="Scopes (space-separated)" error={at("skill.auth.oauth.scopes")}>
-            {(p) => <input {...p} value={scopes} onChange={(e) => setScopes(e.target.value)} />}
-          </Field>
-          <Field label="Audience (optional)" error={at("skill.auth.oauth.audience")}>
-            {(p) => <input {...p} value={audience} onChange={(e) => setAudience(e.target.value)} />}
-          </Field>
-        </>
-      )}
+      {auth.render(at)}
       <SubmitButton busy={action.busy} editing={!!skill} noun="skill" />
     </ActionForm>
   );

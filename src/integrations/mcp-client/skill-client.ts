@@ -49,6 +49,9 @@ export function toSkillError(err: unknown): SkillError {
   return new SkillError("skill_error", clean(e.message));
 }
 
+// Where a tools/call carries its idempotency key (SPEC §5).
+export const IDEMPOTENCY_KEY_META = "agentplane/idempotency-key";
+
 // One customer MCP server, through the MCP SDK client over Streamable HTTP.
 export class SkillClient {
   private constructor(
@@ -85,9 +88,12 @@ export class SkillClient {
     return tools;
   }
 
-  async callTool(name: string, args: Record<string, unknown>, signal?: AbortSignal): Promise<CallToolResult> {
+  // The idempotency key goes in `_meta`, where MCP puts what is about a
+  // request rather than the tool's input: a tool's schema never sees it.
+  async callTool(name: string, args: Record<string, unknown>, idempotencyKey: string, signal?: AbortSignal): Promise<CallToolResult> {
     try {
-      return (await this.client.callTool({ name, arguments: args }, undefined, { timeout: this.callTimeoutMs, signal })) as CallToolResult;
+      const params = { name, arguments: args, _meta: { [IDEMPOTENCY_KEY_META]: idempotencyKey } };
+      return (await this.client.callTool(params, undefined, { timeout: this.callTimeoutMs, signal })) as CallToolResult;
     } catch (err) {
       throw toSkillError(err);
     }
