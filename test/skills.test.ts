@@ -204,6 +204,58 @@ describe("static bearer skills", () => {
   });
 });
 
+describe("write-only secrets never follow a skill to another server", () => {
+  let mcp: CustomerMcp;
+  beforeAll(async () => {
+    mcp = await startStaticBearerMcp("right-token");
+  });
+  afterAll(() => mcp.close());
+
+  // An admin cannot read a skill's secret; pointing the skill elsewhere must
+  // not be a way to receive it.
+  it("refuses to move a static bearer or headers skill to another origin unless the secret is given again", async () => {
+    const bearerSkill = await createSkill({ name: "held", mcpUrl: mcp.url, auth: { staticBearer: { token: "right-token" } } });
+    const elsewhere = "http://attacker.example/mcp";
+    const moved = await api("UpdateSkill", { skill: { id: bearerSkill.id, mcpUrl: elsewhere }, updateMask: "mcpUrl" });
+    expect(moved.status).toBe(400);
+    expect(moved.body).toMatchObject({ code: "invalid_argument", message: expect.stringMatching(/skill\.auth\.static_bearer\.token.*another origin/) });
+    // Same origin, another path: the secret stays.
+    const samePlace = await api("UpdateSkill", { skill: { id: bearerSkill.id, mcpUrl: `${mcp.url.replace(/\/mcp$/, "")}/v2/mcp` }, updateMask: "mcpUrl" });
+    expect(samePlace.status).toBe(200);
+    // Given again, it may move.
+    const regiven = await api("UpdateSkill", {
+      skill: { id: bearerSkill.id, mcpUrl: elsewhere, auth: { staticBearer: { token: "new-token" } } },
+      updateMask: "mcpUrl,auth",
+    });
+    expect(regiven.status).toBe(200);
+
+    const headersSkill = await createSkill({ name: "keyed", mcpUrl: mcp.url, auth: { headers: { headers: [{ name: "X-API-Key", value: "k-123456" }] } } });
+    const movedHeaders = await api("UpdateSkill", {
+      skill: { id: headersSkill.id, mcpUrl: elsewhere, auth: { headers: { headers: [{ name: "X-API-Key" }] } } },
+      updateMask: "mcpUrl,auth",
+    });
+    expect(movedHeaders.status).toBe(400);
+    expect(movedHeaders.body).toMatchObject({ message: expect.stringMatching(/headers\[0\]\.value.*another origin/) });
+  });
+
+  it("keeps an OAuth client secret only while the issuer stays the same", async () => {
+    const skill = await createSkill({
+      name: "oauth-held",
+      mcpUrl: mcp.url,
+      auth: { oauth: { issuer: "https://auth.example.com", clientId: "c", clientSecret: "s3cret-value" } },
+    });
+    const otherIssuer = await api("UpdateSkill", {
+      skill: { id: skill.id, auth: { oauth: { issuer: "https://attacker.example", clientId: "c" } } },
+      updateMask: "auth",
+    });
+    expect(otherIssuer.status).toBe(400);
+    expect(otherIssuer.body).toMatchObject({ message: expect.stringMatching(/client_secret.*another issuer/) });
+    // The credential goes to the issuer only, so the MCP URL may move.
+    const movedUrl = await api("UpdateSkill", { skill: { id: skill.id, mcpUrl: "http://elsewhere.example/mcp" }, updateMask: "mcpUrl" });
+    expect(movedUrl.status).toBe(200);
+  });
+});
+
 describe("a server that is not an MCP endpoint", () => {
   let open: CustomerMcp;
   let notFound: Server;

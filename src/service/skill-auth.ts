@@ -81,7 +81,7 @@ function checkHeaderName(field: string, name: string): string {
 // keeps the stored value of the header with the same name, in any case as
 // header names are (write-only values are never sent back, so an edit of
 // one header must not need the others, nor a name's spelling its value).
-function headerColumns(headers: SkillHeader[], seal: (plain: string) => string, stored: Record<string, string> | undefined) {
+function headerColumns(headers: SkillHeader[], seal: (plain: string) => string, stored: Record<string, string> | undefined, missing: string) {
   const storedByName = new Map(Object.entries(stored ?? {}).map(([name, value]) => [name.toLowerCase(), value]));
   if (!headers.length) throw invalidArgument("skill.auth.headers.headers", "needs at least one header");
   checkCount("skill.auth.headers.headers", headers, MAX_SKILL_HEADERS);
@@ -95,7 +95,7 @@ function headerColumns(headers: SkillHeader[], seal: (plain: string) => string, 
     checkLength(`${field}.value`, h.value, MAX_LENGTH.secret);
     if (!FIELD_VALUE.test(h.value)) throw invalidArgument(`${field}.value`, "must be visible ASCII, spaces and tabs");
     const value = h.value || storedByName.get(name.toLowerCase());
-    if (value === undefined || value === "") throw invalidArgument(`${field}.value`, "is required");
+    if (value === undefined || value === "") throw invalidArgument(`${field}.value`, missing);
     values[name] = value;
   });
   return { auth: { mode: "headers" as const, headers: Object.keys(values) }, authSecret: seal(JSON.stringify(values)), authPrivateKey: null };
@@ -132,7 +132,13 @@ async function oauthColumns(
   checkCount("skill.auth.oauth.scopes", o.scopes, MAX_COUNT.scopes);
   checkHttpUrl("skill.auth.oauth.issuer", o.issuer);
   const method = METHOD_NAMES[o.tokenEndpointAuthMethod];
-  const secret = o.clientSecret ? seal(o.clientSecret) : (before?.secret ?? null);
+  // The client secret goes to the issuer's token endpoint only; another
+  // issuer must be given it explicitly. (A key pair may stay: its assertions
+  // name their issuer as audience, and the private key is never sent.)
+  const keepSecret = before !== undefined && before.spec.mode === "oauth" && before.spec.issuer === o.issuer;
+  const secret = o.clientSecret ? seal(o.clientSecret) : keepSecret ? before.secret : null;
+  if (!secret && before?.secret && !keepSecret && (METHOD_NAMES[o.tokenEndpointAuthMethod] ?? "client_secret_basic") !== "private_key_jwt")
+    throw invalidArgument("skill.auth.oauth.client_secret", "is required again: a stored client secret does not follow the skill to another issuer");
   const pair = await keyPair(o, { jwk: before?.spec.mode === "oauth" ? before.spec.publicJwk : undefined, sealed: before?.privateKey ?? null }, sealKey);
   if (method === "private_key_jwt" ? !pair : method ? !secret : !secret && !pair)
     throw invalidArgument(
@@ -157,14 +163,21 @@ async function oauthColumns(
 
 // The stored auth for a requested one. On update (`previous`), a secret left
 // empty keeps the stored one when the mode is unchanged, so changing scopes
-// does not require resending the client secret.
+// does not require resending the client secret; but a bearer token or header
+// value never follows the skill to another origin (`moved`): an admin cannot
+// read a write-only secret, and pointing the skill at a server of theirs must
+// not be a way to receive it.
 export async function skillAuthColumns(
   auth: SkillAuth | undefined,
   sealers: SkillSealers,
-  previous?: { spec: SkillAuthSpec; secret: string | null; privateKey: string | null; openSecret: () => string },
+  previous?: { spec: SkillAuthSpec; secret: string | null; privateKey: string | null; openSecret: () => string; moved: boolean },
 ): Promise<SkillAuthColumns> {
   const mode = auth?.mode;
-  const same = (m: SkillAuthSpec["mode"]) => previous?.spec.mode === m && previous.secret !== null;
+  const same = (m: SkillAuthSpec["mode"]) => previous?.spec.mode === m && previous.secret !== null && !previous.moved;
+  const missing = (m: SkillAuthSpec["mode"]) =>
+    previous?.spec.mode === m && previous.secret !== null && previous.moved
+      ? "is required again: a stored secret does not follow the skill to another origin"
+      : "is required";
   switch (mode?.case) {
     case undefined:
     case "none":
@@ -172,12 +185,12 @@ export async function skillAuthColumns(
     case "staticBearer": {
       checkLength("skill.auth.static_bearer.token", mode.value.token, MAX_LENGTH.secret);
       const secret = mode.value.token ? sealers.seal(mode.value.token) : same("static_bearer") ? previous!.secret : null;
-      if (!secret) throw invalidArgument("skill.auth.static_bearer.token", "is required");
+      if (!secret) throw invalidArgument("skill.auth.static_bearer.token", missing("static_bearer"));
       return { auth: { mode: "static_bearer" }, authSecret: secret, authPrivateKey: null };
     }
     case "headers": {
       const stored = same("headers") ? (JSON.parse(previous!.openSecret()) as Record<string, string>) : undefined;
-      return headerColumns(mode.value.headers, sealers.seal, stored);
+      return headerColumns(mode.value.headers, sealers.seal, stored, missing("headers"));
     }
     case "oauth":
       return oauthColumns(mode.value, sealers, previous);

@@ -129,18 +129,24 @@ export function skillHandlers({ store, secrets, now, skills, quotas }: ServiceDe
       if (!skill?.id) throw invalidArgument("skill.id", "is required");
       const row = await find(tenant.id, skill.id);
       const { merged, paths } = applyUpdateMask(SkillSchema, skillMessage(row), skill, updateMask, UPDATABLE);
-      const auth = paths.includes("auth")
-        ? await skillAuthColumns(merged.auth, sealers(row.id), {
-            spec: row.auth,
-            secret: row.authSecret,
-            privateKey: row.authPrivateKey,
-            openSecret: () => secrets.open(row.authSecret!, skillSecretContext(row.id)),
-          })
-        : { auth: row.auth, authSecret: row.authSecret, authPrivateKey: row.authPrivateKey };
+      const mcpUrl = checkMcpUrl(merged.mcpUrl);
+      const moved = new URL(mcpUrl).origin !== new URL(row.mcpUrl).origin;
+      // Moving re-checks the stored auth too (the message as it reads back,
+      // secrets empty), so a secret bound to the old origin is asked again.
+      const auth =
+        paths.includes("auth") || moved
+          ? await skillAuthColumns(merged.auth, sealers(row.id), {
+              spec: row.auth,
+              secret: row.authSecret,
+              privateKey: row.authPrivateKey,
+              openSecret: () => secrets.open(row.authSecret!, skillSecretContext(row.id)),
+              moved,
+            })
+          : { auth: row.auth, authSecret: row.authSecret, authPrivateKey: row.authPrivateKey };
       const updated = await store.skills
         .update(tenant.id, row.id, {
           name: requireText("skill.name", merged.name, MAX_LENGTH.name),
-          mcpUrl: checkMcpUrl(merged.mcpUrl),
+          mcpUrl,
           ...auth,
           updateTime: now(),
         })
