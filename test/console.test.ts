@@ -245,7 +245,7 @@ describe("console in Chromium, jwt mode, login at oidc-provider", () => {
     // A new secret, shown once; the old one still verifies during the grace period.
     admin.once("dialog", (dialog) => void dialog.accept());
     await admin.getByRole("button", { name: "Rotate signing secret" }).click();
-    await admin.waitForFunction((old) => document.querySelector('[data-testid="signing-secret"]')?.textContent !== old, secret);
+    await admin.waitForFunction(`document.querySelector('[data-testid="signing-secret"]')?.textContent !== ${JSON.stringify(secret)}`);
     const rotated = (await admin.getByTestId("signing-secret").textContent())!;
     expect(await deliver(rotated)).toBe(202);
     expect(await deliver(secret)).toBe(202);

@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { SandboxBacklogError, type ExpressionSandbox } from "../integrations/expressions/sandbox.js";
+import { SandboxBacklogError, type ExpressionSandbox, type Outcome } from "../integrations/expressions/sandbox.js";
 import type { SecretBox } from "../lib/secret-box.js";
 import { annotate, ATTR } from "../lib/tracing.js";
 import { header, SIGNATURE_HEADERS, verifySignature, type RequestHeaders, type SignedKind } from "../lib/webhook-signatures.js";
@@ -136,20 +136,21 @@ export function createWebhookDeliveries({ ingestion, lookups, secrets, sandbox, 
 
   // The mapping's event, or a 400 saying why there is none.
   async function mapped(source: WebhookSourceRow, input: { body: unknown; headers: Record<string, string>; event_type?: string }) {
-    let outcome;
+    let outcomes: Outcome[];
     try {
-      [outcome] = await sandbox.evaluate(source.tenantId, [source.mapping!], input, mappingBudgetMs, "mapping");
+      outcomes = await sandbox.evaluate(source.tenantId, [source.mapping!], input, mappingBudgetMs, "mapping");
     } catch (err) {
       if (err instanceof SandboxBacklogError)
         throw new ConnectError("this tenant's expressions are backlogged; retry later", Code.ResourceExhausted, { "retry-after": "1" });
       throw err;
     }
-    if (!outcome!.ok) {
-      if (outcome!.kind === "error") throw invalidArgument("mapping", `failed: ${outcome!.message}`);
-      if (outcome!.kind === "timeout") throw invalidArgument("mapping", `exceeded its ${mappingBudgetMs} ms budget`);
-      throw invalidArgument("mapping", `stopped by its ${outcome!.kind} limit: ${outcome!.message}`);
+    const outcome = outcomes[0]!;
+    if (!outcome.ok) {
+      if (outcome.kind === "error") throw invalidArgument("mapping", `failed: ${outcome.message}`);
+      if (outcome.kind === "timeout") throw invalidArgument("mapping", `exceeded its ${mappingBudgetMs} ms budget`);
+      throw invalidArgument("mapping", `stopped by its ${outcome.kind} limit: ${outcome.message}`);
     }
-    const value = outcome!.value;
+    const { value } = outcome;
     if (!isObject(value) || typeof value.event_type !== "string" || !isObject(value.payload))
       throw invalidArgument("mapping", 'must produce {"event_type": <dotted name>, "payload": <object>}');
     checkEventType("mapping: event_type", value.event_type);
