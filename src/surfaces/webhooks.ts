@@ -59,7 +59,7 @@ const first = (value: string | string[] | undefined) => (Array.isArray(value) ? 
 // taken) before the body is read, so unauthenticated senders cost nothing;
 // the body limit is enforced while streaming, chunked bodies included.
 // POST /webhooks/sources/{id}: a signed kind's delivery, whose signature can
-// only be checked on the whole body (see signedRoute).
+// only be checked on the whole body (its scope below says in which order).
 export async function webhookSurface(
   app: FastifyInstance,
   { ingestion, deliveries, maxBytes, tenantInflightBytes, observer = NO_OBSERVER }: WebhookSurfaceOptions,
