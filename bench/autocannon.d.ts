@@ -17,7 +17,14 @@ declare module "autocannon" {
     // Replaces every `[<id>]` in the request (headers and body) with a new id.
     idReplacement?: boolean;
     // Each connection cycles through these, over the defaults above.
-    requests?: { method?: Options["method"]; headers?: Record<string, string>; body?: string }[];
+    // `setupRequest` rewrites each request: a function, or with workers the
+    // path of a CommonJS module exporting one.
+    requests?: {
+      method?: Options["method"];
+      headers?: Record<string, string>;
+      body?: string;
+      setupRequest?: string | ((request: object) => object);
+    }[];
   }
 
   // The percentile fields hdr-histogram-percentiles-obj adds (p2_5 … p99_999).

@@ -30,7 +30,8 @@ import type { Scheduler } from "./runtime/scheduler.js";
 import type { Worker } from "./runtime/worker.js";
 import { buildRuntime, type Execution, type Runtime, type RuntimeOptions } from "./runtime/runtime.js";
 import { DEFAULT_RETENTION, Retention } from "./runtime/retention.js";
-import { ExpressionSandbox, type SandboxOptions } from "./integrations/expressions/sandbox.js";
+import { ExpressionSandbox, type Mode, type SandboxOptions } from "./integrations/expressions/sandbox.js";
+import type { ExpressionUse } from "./lib/observer.js";
 import type { FilterPolicy } from "./service/event-matching.js";
 import { LogThrottle } from "./lib/log-throttle.js";
 import { TenantSlugs } from "./service/tenant-slugs.js";
@@ -57,6 +58,9 @@ export interface AppOptions {
   // "health": only /healthz, /readyz and /metrics (a `worker` process).
   surfaces?: "all" | "health";
   mcp?: { publicUrl: string; authorizationServers: string[] };
+  // Where the service is reached from outside (signed webhook sources'
+  // URLs); the MCP public URL unless set.
+  publicUrl?: string;
   outbound?: OutboundOptions;
   // Per-tenant caps; defaults from service/limits.ts.
   quotas?: Quotas;
@@ -122,7 +126,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   const metrics = options.metrics ?? createMetrics();
   const { observer } = metrics;
   const skills = createSkillPool(guardedFetch, outbound, observer);
-  const use = (mode: string) => (mode === "filter" ? "filter" : "step");
+  const use = (mode: Mode): ExpressionUse => (mode === "value" ? "step" : mode);
   const sandbox = new ExpressionSandbox({
     ...options.expressions?.sandbox,
     onOverrun: (mode, reason) => observer.expressionOverrun(use(mode), reason),
@@ -133,6 +137,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   let execution: Execution | undefined = options.execution;
   const platform = createPlatform({
     ...options,
+    publicUrl: options.publicUrl ?? options.mcp?.publicUrl,
     skills,
     webhookRate: options.webhook && { perSecond: options.webhook.ratePerSecond, burst: options.webhook.burst },
     onRunsQueued: (via, runs) => {
@@ -198,6 +203,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     });
     await server.register(webhookSurface, {
       ingestion: platform.webhooks,
+      deliveries: platform.deliveries,
       maxBytes: options.webhook?.maxBytes ?? 1024 * 1024,
       tenantInflightBytes: options.webhook?.tenantInflightBytes ?? DEFAULT_TENANT_INFLIGHT_BYTES,
       observer,

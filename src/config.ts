@@ -1,5 +1,6 @@
 // Configuration from AGENTPLANE_* environment variables. Every variable is
 // listed in the README's configuration table; keep the two in step.
+import { existsSync, readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { join, resolve } from "node:path";
 import { INTROSPECTION_DEFAULTS, type IntrospectionOptions } from "./integrations/identity/introspection.js";
@@ -300,6 +301,28 @@ export function loadStoreConfig(env: Env = process.env): StoreConfig {
   };
 }
 
+// AGENTPLANE_PUBLIC_URL without its trailing slashes; unset, this machine at
+// the port (`agentplane dev` listens on 127.0.0.1).
+function publicUrlOf(env: Env, port: number, dev: boolean): string {
+  return (str(env, "AGENTPLANE_PUBLIC_URL") ?? `http://${dev ? "127.0.0.1" : "localhost"}:${port}`).replace(/\/+$/, "");
+}
+
+// What an operator command that seals a secret or prints a URL needs of the
+// service's settings: the key it seals with (AGENTPLANE_SECRET_KEY, else the
+// one `agentplane dev` keeps in the data directory) and its public URL.
+export function loadOperatorSettings(env: Env = process.env): { secretKey?: string; publicUrl: string } {
+  const problems: string[] = [];
+  const port = int(env, "AGENTPLANE_PORT", 8080, problems);
+  let secretKey = str(env, "AGENTPLANE_SECRET_KEY");
+  const devKeyFile = join(loadStoreConfig(env).dataDir, "secret.key");
+  const dev = secretKey === undefined && existsSync(devKeyFile);
+  if (dev) secretKey = readFileSync(devKeyFile, "utf8").trim();
+  if (secretKey !== undefined && Buffer.from(secretKey, "base64").length !== 32)
+    problems.push("AGENTPLANE_SECRET_KEY must be 32 bytes, base64-encoded (openssl rand -base64 32)");
+  if (problems.length) throw new ConfigError(problems.join("; "));
+  return { secretKey, publicUrl: publicUrlOf(env, port, dev) };
+}
+
 export const DEFAULT_CONSOLE_SCOPES = "openid platform:read platform:write";
 // The public client the dev issuer registers for the console.
 export const DEV_CONSOLE_CLIENT_ID = "agentplane-console";
@@ -332,7 +355,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
   } catch (err) {
     problems.push((err as Error).message);
   }
-  const publicUrl = (str(env, "AGENTPLANE_PUBLIC_URL") ?? `http://${options.dev ? "127.0.0.1" : "localhost"}:${port}`).replace(/\/+$/, "");
+  const publicUrl = publicUrlOf(env, port, options.dev ?? false);
   const auth: AuthConfig = options.dev
     ? {
         mode: "dev",

@@ -84,7 +84,7 @@ export function createDomainMetrics(registry: Registry, tenantLabel: boolean): O
     registers,
   });
   // Tenant-authored expressions cut off by their budget or limits, by use
-  // (trigger filter or step arguments) and reason.
+  // (trigger filter, step arguments, source mapping) and reason.
   const expressionOverruns = new Counter({
     name: "agentplane_expression_overruns_total",
     help: "Tenant expressions stopped by their time budget, depth, size or memory limit",

@@ -5,7 +5,10 @@
 // token's grace period ends on time; a new schedule trigger fires its first
 // slot.
 import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
+import { randomBytes } from "node:crypto";
+import { sign as githubSign } from "@octokit/webhooks-methods";
 import { noopExecutor, type Executor } from "../src/runtime/executor.js";
+import { SecretBox } from "../src/lib/secret-box.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
 import { PLACEHOLDER_MODEL } from "./support/agents.js";
@@ -73,7 +76,11 @@ async function newSource(name: string): Promise<{ id: string; token: string }> {
 beforeAll(async () => {
   issuer = await devIssuer();
   admin = await devToken(issuer);
-  const options = { authenticator: issuer.authenticator(60), webhook: { maxBytes: 1 << 20, ratePerSecond: 1e6, burst: 1e6 } };
+  const options = {
+    authenticator: issuer.authenticator(60),
+    webhook: { maxBytes: 1 << 20, ratePerSecond: 1e6, burst: 1e6 },
+    secrets: new SecretBox(randomBytes(32)),
+  };
   a = await startServer(options);
   b = await startServer({ ...options, dir: a.dir, runtime: { scheduler: true, executor } });
   await a.seedTenant("acme", [{ subject: issuer.clientId, role: "admin" }]);
@@ -175,6 +182,35 @@ describe("a webhook source changed through one process", () => {
       expect((await post(server, source.token)).status).toBe(401);
       expect((await post(server, rotated.token as string)).status).toBe(202);
     }
+  });
+});
+
+// A signed source is served from a cache by id (the delivery's URL names it).
+describe("a signed webhook source changed through one process", () => {
+  const body = JSON.stringify({ ref: "refs/heads/main" });
+  const deliver = async (server: TestServer, url: string, secret: string) => {
+    const path = new URL(url).pathname;
+    const res = await fetch(`${server.url}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-github-event": "push", "x-hub-signature-256": await githubSign(secret, body) },
+      body,
+    });
+    return res.status;
+  };
+  const signedOn = (server: TestServer, url: string, secret: string, status: number) => async () => (await deliver(server, url, secret)) === status;
+
+  it("is refused once disabled, and verifies only the new secret once rotated without grace", async () => {
+    const created = await api(a, "CreateWebhookSource", { webhookSource: { name: "gh", kind: "WEBHOOK_SOURCE_KIND_GITHUB" } });
+    const { id, url } = created.webhookSource as { id: string; url: string };
+    const secret = created.signingSecret as string;
+    expect(await deliver(b, url, secret)).toBe(202);
+    await api(a, "UpdateWebhookSource", { webhookSource: { id, enabled: false } });
+    await within(WITHIN_MS, signedOn(b, url, secret, 401));
+    await api(a, "UpdateWebhookSource", { webhookSource: { id, enabled: true } });
+    await within(WITHIN_MS, signedOn(b, url, secret, 202));
+    const rotated = await api(a, "RotateWebhookSourceSigningSecret", { id, gracePeriod: "0s" });
+    await within(WITHIN_MS, signedOn(b, url, secret, 401));
+    expect(await deliver(b, url, rotated.signingSecret as string)).toBe(202);
   });
 });
 

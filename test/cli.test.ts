@@ -4,7 +4,10 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { randomBytes } from "node:crypto";
 import Database from "better-sqlite3";
+import { SecretBox } from "../src/lib/secret-box.js";
+import { signingSecretContext } from "../src/service/webhook-deliveries.js";
 import { startOpenMcp, startStaticBearerMcp } from "./support/customer-mcp.js";
 
 const exec = promisify(execFile);
@@ -71,6 +74,42 @@ describe("agentplane CLI", () => {
     expect(dup.stderr).toContain('tenant "acme" already exists');
     const badSlug = await agentplane(["tenant", "create", "Acme!"], env);
     expect(badSlug.stderr).toContain("tenant.slug");
+  });
+
+  it("creates signed sources: the URL, a generated secret once, sealed with the service's key", async () => {
+    const env = { AGENTPLANE_DATA_DIR: dataDir };
+    expect((await agentplane(["tenant", "create", "hooks"], env)).code).toBe(0);
+    const noKey = await agentplane(["source", "create", "hooks", "gh", "--kind", "github"], env);
+    expect(noKey.code).toBe(1);
+    expect(noKey.stderr).toContain("AGENTPLANE_SECRET_KEY");
+    const badKind = await agentplane(["source", "create", "hooks", "x", "--kind", "gitlab"], env);
+    expect(badKind.code).toBe(1);
+    expect(badKind.stderr).toContain("--kind: must be envelope, standard_webhooks, github, stripe");
+
+    const key = randomBytes(32).toString("base64");
+    const sealing = { ...env, AGENTPLANE_SECRET_KEY: key, AGENTPLANE_PUBLIC_URL: "https://hooks.example.test/" };
+    const gh = await agentplane(["source", "create", "hooks", "gh", "--kind", "github"], sealing);
+    expect(gh.code).toBe(0);
+    expect(gh.stdout).toContain("created github webhook source gh (src_");
+    expect(gh.stdout).toMatch(/url .*: https:\/\/hooks\.example\.test\/webhooks\/sources\/src_[0-9a-f-]{36}\n/);
+    const secret = /signing secret \(shown once[^)]*\): ([0-9a-f]{64})\n/.exec(gh.stdout)?.[1];
+    expect(secret).toBeDefined();
+    const db = new Database(join(dataDir, "agentplane.db"), { readonly: true });
+    const row = db.prepare("select id, kind, token_digest, signing_secret from webhook_sources where name = 'gh'").get() as Record<string, string | null>;
+    db.close();
+    expect(row).toMatchObject({ kind: "github", token_digest: null });
+    expect(SecretBox.fromBase64(key).open(row.signing_secret!, signingSecretContext(row.id!))).toBe(secret);
+
+    const noStripeSecret = await agentplane(["source", "create", "hooks", "st", "--kind", "stripe"], sealing);
+    expect(noStripeSecret.code).toBe(1);
+    expect(noStripeSecret.stderr).toContain("webhook_source.signing_secret: is required for Stripe");
+    const st = await agentplane(["source", "create", "hooks", "st", "--kind", "stripe", "--signing-secret", "whsec_" + "a1".repeat(16)], sealing);
+    expect(st.code).toBe(0);
+    expect(st.stdout).toContain("signing secret: the one given, stored encrypted");
+    expect(st.stdout).not.toContain("whsec_");
+    const help = await agentplane(["source", "create", "--help"]);
+    expect(help.stdout).toContain("--kind <kind>");
+    expect(help.stdout).toContain("--signing-secret <secret>");
   });
 
   it("keeps the configured per-tenant quotas when adding members", async () => {

@@ -4,6 +4,7 @@
 // MCP SDK server. Screenshots go to test-output/console/.
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { sign as githubSign } from "@octokit/webhooks-methods";
 import type { Browser, Page } from "playwright-core";
 import { loadConfig } from "../src/config.js";
 import { createAuthenticator } from "../src/integrations/identity/index.js";
@@ -284,12 +285,59 @@ describe("console in Chromium, jwt mode, login at oidc-provider", () => {
     }
   }, 60_000);
 
+  test("an admin creates a GitHub source: its URL and generated secret shown once, a mapping's error beside its field; the secret verifies and rotates", async () => {
+    await section(admin, "Webhook sources");
+    await admin.getByRole("link", { name: "New source" }).click();
+    await admin.getByLabel("Name", { exact: true }).fill("github");
+    await admin.getByLabel("Kind").selectOption({ label: "GitHub" });
+    const mapping = admin.getByLabel("Mapping (JSONata, optional)");
+    await mapping.fill('{"event_type": ');
+    await admin.getByRole("button", { name: "Create source" }).click();
+    const invalid = admin.locator(".field.invalid");
+    await invalid.getByText(/^invalid JSONata/).waitFor();
+    expect(await invalid.locator("label").textContent()).toBe("Mapping (JSONata, optional)");
+    await mapping.fill('{"event_type": "repo." & headers."x-github-event", "payload": body}');
+    await admin.getByRole("button", { name: "Create source" }).click();
+    const secret = (await admin.getByTestId("signing-secret").textContent())!;
+    expect(secret).toMatch(/^[0-9a-f]{64}$/);
+    const url = (await admin.getByTestId("source-url").textContent())!;
+    expect(url).toMatch(new RegExp(`^${server.url}/webhooks/sources/src_`));
+    expect(await admin.getByRole("button", { name: "Rotate token" }).count()).toBe(0);
+    await screenshot(admin, "signed-source-created");
+
+    // GitHub's signature with that secret is accepted, mapped to repo.push.
+    const body = JSON.stringify({ ref: "refs/heads/main" });
+    const deliver = async (key: string) =>
+      (
+        await fetch(url, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-github-event": "push", "x-hub-signature-256": await githubSign(key, body) },
+          body,
+        })
+      ).status;
+    expect(await deliver(secret)).toBe(202);
+
+    // A new secret, shown once; the old one still verifies during the grace period.
+    admin.once("dialog", (dialog) => void dialog.accept());
+    await admin.getByRole("button", { name: "Rotate signing secret" }).click();
+    await admin.waitForFunction(`document.querySelector('[data-testid="signing-secret"]')?.textContent !== ${JSON.stringify(secret)}`);
+    const rotated = (await admin.getByTestId("signing-secret").textContent())!;
+    expect(await deliver(rotated)).toBe(202);
+    expect(await deliver(secret)).toBe(202);
+    await admin.getByText("Previous signing secret valid until").waitFor();
+    await section(admin, "Webhook sources");
+    await admin.getByRole("link", { name: "github" }).click();
+    await admin.getByRole("heading", { name: "Webhook source github" }).waitFor();
+    expect(await admin.getByTestId("signing-secret").count()).toBe(0);
+    expect(await admin.locator("body").textContent()).not.toContain(rotated);
+  }, 60_000);
+
   test("a viewer sees no write controls; the tenant switcher shows the admin's other tenant read-only", async () => {
     const { page: viewer, context } = await newUser(browser);
     try {
       await login(viewer, "victor");
       await viewer.getByText("viewer: read only").waitFor();
-      const writes = /^(New (agent|skill|trigger|source)|Edit|Delete|Run agent|Cancel run|Send test event|Rotate token|Replay|Refresh tools)$/;
+      const writes = /^(New (agent|skill|trigger|source)|Edit|Delete|Run agent|Cancel run|Send test event|Rotate token|Rotate signing secret|Replay|Refresh tools)$/;
       await section(viewer, "Agents");
       await viewer.getByRole("link", { name: "greeter" }).click();
       await viewer.getByRole("heading", { name: "Agent greeter" }).waitFor();

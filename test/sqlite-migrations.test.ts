@@ -61,6 +61,12 @@ describe("SQLite migrations", () => {
       expect(check.raw.prepare("select source_id from triggers").get()).toEqual({ source_id: "src_1" });
       expect(check.raw.pragma("foreign_key_check")).toEqual([]);
       expect(check.raw.pragma("foreign_keys", { simple: true })).toBe(1);
+      // The rebuilt table still tells other processes of its changes (0011).
+      expect(check.raw.prepare("select name from sqlite_master where type = 'trigger' and tbl_name = 'webhook_sources' order by name").all()).toEqual([
+        { name: "webhook_sources_deleted" },
+        { name: "webhook_sources_inserted" },
+        { name: "webhook_sources_updated" },
+      ]);
       // The references still hold: the source cannot go while a trigger uses it.
       expect(() => check.raw.prepare("delete from webhook_sources where id = 'src_1'").run()).toThrow(/FOREIGN KEY/);
     } finally {

@@ -340,6 +340,25 @@ describe.each(engines)("Store contract on $name", (engine) => {
       expect(await b.webhooks.findSourceByTokenDigest("unknown", now)).toBeUndefined();
     });
 
+    it("finds a source by id across tenants, with a signed kind's columns and no token", async () => {
+      const other = await newTenant();
+      const row = await a.webhookSources.insert(
+        sourceRow(other, {
+          kind: "github",
+          tokenDigest: null,
+          signingSecret: "v1.sealed",
+          previousSigningSecret: "v1.old",
+          previousSigningSecretExpireTime: now + 1000,
+          mapping: '{"event_type": "x.y", "payload": body}',
+        }),
+      );
+      expect(await b.webhooks.findSourceById(row.id)).toEqual(row);
+      expect(row).toMatchObject({ kind: "github", tokenDigest: null, signingSecret: "v1.sealed", mapping: '{"event_type": "x.y", "payload": body}' });
+      expect(await b.webhooks.findSourceById(newId("src"))).toBeUndefined();
+      // Two signed sources without tokens: a null digest is not a duplicate.
+      await a.webhookSources.insert(sourceRow(other, { kind: "stripe", tokenDigest: null, signingSecret: "v1.s" }));
+    });
+
     it("offers the enabled webhook triggers of enabled agents for the source or the whole tenant", async () => {
       const t = await newTenant();
       const agent = await a.agents.insert(agentRow(t));

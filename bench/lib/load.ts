@@ -1,10 +1,13 @@
 // HTTP load with autocannon, shared by the throughput benches: the settings
 // from the environment, a run that fails loudly on anything but success, and
 // the summary table over repeated runs.
+import { createRequire } from "node:module";
 import autocannon, { type Result } from "autocannon";
 import { nonNegativeInt, positiveInt } from "./env.js";
 import { mean } from "./stats.js";
 import { printTable } from "./table.js";
+
+type SetupRequest = (request: object) => object;
 
 export interface LoadOptions {
   connections: number;
@@ -46,6 +49,9 @@ export interface LoadRun extends LoadOptions {
   // Each request gets a new id wherever `[<id>]` appears in its headers or
   // body (distinct idempotency keys, as real senders send).
   idReplacement?: boolean;
+  // A CommonJS module whose default export rewrites each request (autocannon's
+  // `setupRequest`; a path, since autocannon's worker threads require() it).
+  setupRequest?: string;
 }
 
 // POSTs `body` to `url` for `seconds`. Throws when any request was not
@@ -60,6 +66,9 @@ export async function runLoad(run: LoadRun): Promise<Result> {
     duration: run.seconds,
     workers: run.workers,
     idReplacement: run.idReplacement,
+    ...(run.setupRequest && {
+      requests: [{ setupRequest: run.workers ? run.setupRequest : (createRequire(import.meta.url)(run.setupRequest) as SetupRequest) }],
+    }),
   });
   const bad =
     result.non2xx !== 0 ||

@@ -26,6 +26,13 @@
 // sink in a child process) in alternating
 // runs on the same server; on's throughput is reported as a ratio to off's.
 //
+// `signed` mode: agentplane twice, one server receiving the event through
+// an envelope source (`POST /webhooks/events`, X-Webhook-Token) and one
+// through a Standard Webhooks source (`POST /webhooks/sources/{id}`, each
+// request signed by the load generator with a new webhook-id; the same
+// triggers on it); the signed throughput is reported as a ratio to the
+// envelope's.
+//
 // Every agentplane request carries a new Idempotency-Key, as real senders'
 // do. The bench reports; it does not fail on a missed target, only on a
 // request that was not answered 202 or on a failed database check.
@@ -34,12 +41,15 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { tmpdir } from "node:os";
+import { createRequire } from "node:module";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { create } from "@bufbuild/protobuf";
 import type { Result } from "autocannon";
 import Database from "better-sqlite3";
 import Fastify, { type FastifyInstance } from "fastify";
 import { AgentSchema } from "../../gen/platform/v1/agent_pb.js";
+import { WebhookSourceKind } from "../../gen/platform/v1/webhook_source_pb.js";
 import {
   CreateAgentRequestSchema,
   CreateTenantRequestSchema,
@@ -72,6 +82,9 @@ import { positiveInt } from "../lib/env.js";
 import { describeHost, runBench } from "../lib/run.js";
 
 const TENANT = "bench";
+// Signs each request of the `signed` mode (compiled next to this file).
+const SIGN_STANDARD_WEBHOOKS = fileURLToPath(new URL("./sign-standard-webhooks.cjs", import.meta.url));
+type Signer = (request: { headers: Record<string, string>; body: string }) => { headers: Record<string, string> };
 const WEBHOOK_PATH = "/webhooks/events";
 const EVENT_TYPE = "order.created";
 const MATCHING_PATTERN = "order.*";
@@ -133,6 +146,10 @@ interface Target {
   name: string;
   url: string;
   headers: Record<string, string>;
+  // The body posted, when not the run's own; the module that rewrites each
+  // request (signed deliveries).
+  body?: string;
+  setupRequest?: string;
   received: () => number;
   // Of those, the ones whose client went away before the answer was sent
   // (autocannon closing its connections when a load's time is up): each may
@@ -255,7 +272,12 @@ interface AgentplaneTarget extends Target {
 // synchronous=FULL, silent logger), without a runtime: runs are queued, not
 // executed. The webhook rate limit is set out of the way. `triggers`: the
 // tenant's webhook triggers, when not the default ten made through the service.
-async function startAgentplane(name: string, groupCommit: GroupCommitOptions | undefined, triggers?: number): Promise<AgentplaneTarget> {
+async function startAgentplane(
+  name: string,
+  groupCommit: GroupCommitOptions | undefined,
+  triggers?: number,
+  signed?: { body: string },
+): Promise<AgentplaneTarget> {
   const dir = tempDir();
   const dbPath = join(dir, "agentplane.db");
   let store: Store | undefined;
@@ -277,7 +299,11 @@ async function startAgentplane(name: string, groupCommit: GroupCommitOptions | u
     // As `serve` does: the expression sandbox's processes start ahead of the
     // first filter that needs one.
     app.start();
-    const { token, matchingTriggerId } = await seed(app, triggers === undefined ? undefined : { dbPath, nonMatching: triggers - 1 });
+    const { token, signingSecret, sourceUrl, matchingTriggerId } = await seed(
+      app,
+      triggers === undefined ? undefined : { dbPath, nonMatching: triggers - 1 },
+      signed ? { url } : undefined,
+    );
     const opened = { app, store };
     // Opened for the check after the load, so no reader is attached while
     // the bench measures.
@@ -286,11 +312,16 @@ async function startAgentplane(name: string, groupCommit: GroupCommitOptions | u
       reader ??= new Database(dbPath, { readonly: true });
       return reader.prepare<[], { n: number }>("select count(*) as n from events").get()!.n;
     };
+    // The load generator's worker threads sign with the key from their environment.
+    if (signed) process.env.BENCH_STANDARD_WEBHOOKS_KEY = signingSecret!.slice("whsec_".length);
+    const path = signed ? new URL(sourceUrl!).pathname : WEBHOOK_PATH;
     return {
       name,
-      url: url + WEBHOOK_PATH,
-      headers: { ...JSON_HEADERS, "x-webhook-token": token, "idempotency-key": NEW_ID },
-      ...requestCounter(app.server.server, WEBHOOK_PATH),
+      url: url + path,
+      ...(signed
+        ? { headers: JSON_HEADERS, body: signed.body, setupRequest: SIGN_STANDARD_WEBHOOKS }
+        : { headers: { ...JSON_HEADERS, "x-webhook-token": token!, "idempotency-key": NEW_ID } }),
+      ...requestCounter(app.server.server, path),
       stored,
       dbPath,
       matchingTriggerId,
@@ -319,7 +350,12 @@ async function startAgentplane(name: string, groupCommit: GroupCommitOptions | u
 // operator authority. With `direct`, the non-matching triggers are instead
 // `direct.nonMatching` rows written in one transaction by a second connection
 // (one commit each through the service would take minutes at 10,000).
-async function seed(app: App, direct?: { dbPath: string; nonMatching: number }): Promise<{ token: string; matchingTriggerId: string }> {
+// `signed`: the source is a Standard Webhooks one (its URL under `signed.url`).
+async function seed(
+  app: App,
+  direct?: { dbPath: string; nonMatching: number },
+  signed?: { url: string },
+): Promise<{ token?: string; signingSecret?: string; sourceUrl?: string; matchingTriggerId: string }> {
   const op = app.platform;
   await op.invokeAsOperator("createTenant", create(CreateTenantRequestSchema, { tenant: { slug: TENANT, displayName: "Benchmark tenant" } }));
   const agent = create(AgentSchema, {
@@ -332,13 +368,15 @@ async function seed(app: App, direct?: { dbPath: string; nonMatching: number }):
   const { agent: created } = await op.invokeAsOperator("createAgent", create(CreateAgentRequestSchema, { agent }), TENANT);
   const agentId = created?.id;
   if (!agentId) throw new Error("createAgent returned no id");
+  const kind = signed ? WebhookSourceKind.STANDARD_WEBHOOKS : WebhookSourceKind.ENVELOPE;
   const source = await op.invokeAsOperator(
     "createWebhookSource",
-    create(CreateWebhookSourceRequestSchema, { webhookSource: { name: "shop" } }),
+    create(CreateWebhookSourceRequestSchema, { webhookSource: { name: "shop", kind } }),
     TENANT,
   );
   const sourceId = source.webhookSource?.id;
-  if (!sourceId || !source.token?.startsWith("whk_")) throw new Error("createWebhookSource returned no source id or whk_ token");
+  if (!sourceId || !(signed ? source.signingSecret?.startsWith("whsec_") : source.token?.startsWith("whk_")))
+    throw new Error("createWebhookSource returned no source id, or no whk_ token or whsec_ secret");
   const trigger = (eventTypePattern: string, filter = "") =>
     op.invokeAsOperator(
       "createTrigger",
@@ -349,7 +387,9 @@ async function seed(app: App, direct?: { dbPath: string; nonMatching: number }):
   else for (let i = 1; i <= NON_MATCHING_TRIGGERS; i++) await trigger(`other.type.${i}`);
   const matching = await trigger(MATCHING_PATTERN, MATCHING_FILTER);
   if (!matching.trigger?.id) throw new Error("createTrigger returned no id");
-  return { token: source.token, matchingTriggerId: matching.trigger.id };
+  // Not the source's `url`: that names the configured public URL, and the bench listens elsewhere.
+  const sourceUrl = signed ? `${signed.url}/webhooks/sources/${sourceId}` : undefined;
+  return { token: source.token, signingSecret: source.signingSecret, sourceUrl, matchingTriggerId: matching.trigger.id };
 }
 
 // Exact types, `*` patterns and `**` patterns in turn, none matching the
@@ -376,8 +416,10 @@ function insertNonMatching(dbPath: string, agentId: string, sourceId: string, co
 // One request through fetch before any load: the route answers 202 to the
 // bench's body (agentplane: with one matched trigger), and agentplane really
 // checks the token.
-async function preflight(target: Target, body: string, agentplane: boolean): Promise<void> {
-  const headers = Object.fromEntries(Object.entries(target.headers).map(([k, v]) => [k, v.replace(NEW_ID, randomUUID())]));
+async function preflight(target: Target, defaultBody: string, agentplane: boolean): Promise<void> {
+  const body = target.body ?? defaultBody;
+  let headers = Object.fromEntries(Object.entries(target.headers).map(([k, v]) => [k, v.replace(NEW_ID, randomUUID())]));
+  if (target.setupRequest) headers = (createRequire(import.meta.url)(target.setupRequest) as Signer)({ headers, body }).headers;
   const res = await fetch(target.url, { method: "POST", headers, body });
   const text = await res.text();
   if (res.status !== 202) throw new Error(`${target.name}: answered ${res.status}: ${text}`);
@@ -385,19 +427,29 @@ async function preflight(target: Target, body: string, agentplane: boolean): Pro
   const answer = JSON.parse(text) as { matched_triggers?: number };
   if (answer.matched_triggers !== 1)
     throw new Error(`${target.name}: the event matched ${answer.matched_triggers} triggers, expected 1: ${text}`);
-  const forged = await fetch(target.url, {
-    method: "POST",
-    headers: { ...headers, "x-webhook-token": "whk_" + "A".repeat(43) },
-    body,
-  });
+  const forgery = target.setupRequest
+    ? { ...headers, "webhook-signature": `v1,${randomBytes(32).toString("base64")}` }
+    : { ...headers, "x-webhook-token": "whk_" + "A".repeat(43) };
+  const forged = await fetch(target.url, { method: "POST", headers: forgery, body });
   await forged.arrayBuffer();
-  if (forged.status !== 401) throw new Error(`${target.name}: an unknown webhook token got ${forged.status}, expected 401`);
+  if (forged.status !== 401) throw new Error(`${target.name}: a forged credential got ${forged.status}, expected 401`);
 }
 
 // Every answer must be a 202, so perSec counts accepted events: all 202 over
 // the run's measured wall time.
 function load(target: Target, seconds: number, opts: LoadOptions & { body: string }, label: string): Promise<Result> {
-  return runLoad({ name: target.name, label, url: target.url, headers: target.headers, seconds, ...opts, onlyStatus: "202", idReplacement: true });
+  return runLoad({
+    name: target.name,
+    label,
+    url: target.url,
+    headers: target.headers,
+    seconds,
+    ...opts,
+    ...(target.body !== undefined && { body: target.body }),
+    setupRequest: target.setupRequest,
+    onlyStatus: "202",
+    idReplacement: true,
+  });
 }
 
 // The file system holding the temporary databases, from /proc/self/mounts
@@ -766,11 +818,46 @@ async function measureTracing(loadOpts: Load, duration: number, targets: Target[
   await checkDatabases([t], [t], { summaries: new Map(), loads: new Map([[t, loads]]), answered: new Map([[t, answered]]) }, loadOpts.connections);
 }
 
-const MODES = { baselines: compareBaselines, triggers: compareTriggerCounts, tracing: compareTracing };
+// The same event as a Standard Webhooks sender sends it: `type`, `data`.
+function standardWebhooksBody(envelope: string): string {
+  const { event_type, payload } = JSON.parse(envelope) as { event_type: string; payload: unknown };
+  return JSON.stringify({ type: event_type, timestamp: "2025-03-14T09:26:53.589Z", data: payload });
+}
+
+async function compareSigned(loadOpts: Load, duration: number, targets: Target[]): Promise<void> {
+  const envelope = await startAgentplane("agentplane, envelope (X-Webhook-Token)", undefined);
+  targets.push(envelope);
+  const signed = await startAgentplane("agentplane, Standard Webhooks (signed)", undefined, undefined, { body: standardWebhooksBody(loadOpts.body) });
+  targets.push(signed);
+  const agentplanes = [envelope, signed];
+  for (const t of agentplanes) await preflight(t, loadOpts.body, true);
+  for (const t of agentplanes) t.startCounting();
+  console.log(
+    header(
+      loadOpts,
+      duration,
+      `${NON_MATCHING_TRIGGERS + 1} webhook triggers, 1 matching, its filter ${MATCHING_FILTER}; the signed target at ` +
+        `/webhooks/sources/{id}, each request signed (HMAC-SHA256) by the load generator with a new webhook-id`,
+      "envelope, signed, signed, envelope",
+    ),
+  );
+  const measured = await measure(agentplanes, loadOpts, duration);
+  const e = measured.summaries.get(envelope)!;
+  const s = measured.summaries.get(signed)!;
+  console.log(
+    `
+signed / envelope: ${((s.perSec / e.perSec) * 100).toFixed(1)} % of events/s; ` +
+      `p50 ${e.p50.toFixed(1)} -> ${s.p50.toFixed(1)} ms, p99 ${e.p99.toFixed(1)} -> ${s.p99.toFixed(1)} ms`,
+  );
+  await checkDatabases(agentplanes, agentplanes, measured, loadOpts.connections);
+}
+
+const MODES = { baselines: compareBaselines, triggers: compareTriggerCounts, tracing: compareTracing, signed: compareSigned };
 
 // `run.js` compares agentplane with the two baselines; `run.js triggers`
 // compares tenants of 1 to 10,000 webhook triggers; `run.js tracing`
-// compares tracing off and on.
+// compares tracing off and on; `run.js signed` compares a Standard Webhooks
+// source with an envelope source.
 async function main(): Promise<void> {
   const mode = process.argv[2] ?? "baselines";
   if (!(mode in MODES)) throw new Error(`unknown mode "${mode}": ${Object.keys(MODES).join(", ")} (baselines by default)`);

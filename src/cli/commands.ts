@@ -1,12 +1,12 @@
 import { create } from "@bufbuild/protobuf";
-import { WebhookSourceSchema } from "../../gen/platform/v1/webhook_source_pb.js";
+import { WebhookSourceKind, WebhookSourceSchema } from "../../gen/platform/v1/webhook_source_pb.js";
 import { ExpressionSandbox } from "../integrations/expressions/sandbox.js";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Role } from "../../gen/platform/v1/common_pb.js";
 import { buildApp, type App } from "../app.js";
-import { loadConfig, loadQuotas, loadStoreConfig, type Config, type StoreConfig } from "../config.js";
+import { loadConfig, loadOperatorSettings, loadQuotas, loadStoreConfig, type Config, type StoreConfig } from "../config.js";
 import { DevIssuer } from "../integrations/identity/dev-issuer.js";
 import { CONSOLE_CLIENT_ID, DEV_USER } from "../integrations/identity/dev-login.js";
 import { ensureDevTenant } from "./dev-tenant.js";
@@ -52,7 +52,9 @@ export function openStore(config: StoreConfig = loadStoreConfig()) {
 // database they use (a wrong AGENTPLANE_DATA_DIR is the usual "not found").
 // `existing`: the command needs a tenant, so a SQLite file that is not there
 // yet is refused rather than created empty.
-async function operatorPlatform(existing?: { tenant: string }) {
+// `sealing`: the service's own key and public URL, for a command that seals
+// a secret the service must open later (or prints a URL of it).
+async function operatorPlatform(existing?: { tenant: string }, sealing?: { secretKey: string; publicUrl: string }) {
   const config = loadStoreConfig();
   const options = storeOptions(config);
   console.error(`database ${storeLocation(options)}`);
@@ -64,7 +66,8 @@ async function operatorPlatform(existing?: { tenant: string }) {
     store,
     platform: createPlatform({
       store,
-      secrets: new SecretBox(randomBytes(32)),
+      secrets: sealing ? SecretBox.fromBase64(sealing.secretKey) : new SecretBox(randomBytes(32)),
+      publicUrl: sealing?.publicUrl,
       authenticator: deny,
       skills: createSkillPool(createOutboundFetch()),
       sandbox: new ExpressionSandbox(),
@@ -84,18 +87,44 @@ export async function migrate(): Promise<void> {
   console.log(`migrated ${storeLocation(storeOptions(config))}`);
 }
 
-export async function sourceCreate(tenant: string, name: string): Promise<void> {
+const KINDS: Record<string, WebhookSourceKind> = {
+  envelope: WebhookSourceKind.ENVELOPE,
+  standard_webhooks: WebhookSourceKind.STANDARD_WEBHOOKS,
+  github: WebhookSourceKind.GITHUB,
+  stripe: WebhookSourceKind.STRIPE,
+};
+
+export async function sourceCreate(tenant: string, name: string, kindName = "envelope", signingSecret = ""): Promise<void> {
   checkTenantSlug(tenant);
-  newWebhookSourceFields({ name });
-  const { store, platform } = await operatorPlatform({ tenant });
+  const kind = KINDS[kindName];
+  if (kind === undefined) throw invalidArgument("--kind", `must be ${Object.keys(KINDS).join(", ")}; got "${kindName}"`);
+  newWebhookSourceFields({ name, kind });
+  // A signed kind's secret is sealed with the service's key, and its URL is
+  // the service's public one.
+  let sealing: { secretKey: string; publicUrl: string } | undefined;
+  if (kind !== WebhookSourceKind.ENVELOPE) {
+    const { secretKey, publicUrl } = loadOperatorSettings();
+    if (!secretKey)
+      throw new Error("a signed source's secret is sealed with the service's key: set AGENTPLANE_SECRET_KEY as the service has it (agentplane dev keeps its own in the data directory)");
+    sealing = { secretKey, publicUrl };
+  }
+  const { store, platform } = await operatorPlatform({ tenant }, sealing);
   try {
-    const { webhookSource, token } = await platform.invokeAsOperator(
+    const created = await platform.invokeAsOperator(
       "createWebhookSource",
-      { $typeName: "platform.v1.CreateWebhookSourceRequest", webhookSource: create(WebhookSourceSchema, { name }) },
+      { $typeName: "platform.v1.CreateWebhookSourceRequest", webhookSource: create(WebhookSourceSchema, { name, kind, signingSecret }) },
       tenant,
     );
-    console.log(`created webhook source ${webhookSource?.name} (${webhookSource?.id}) in ${tenant}`);
-    console.log(`token (shown once, store it in a secrets manager): ${token}`);
+    const source = created.webhookSource;
+    if (kind === WebhookSourceKind.ENVELOPE) {
+      console.log(`created webhook source ${source?.name} (${source?.id}) in ${tenant}`);
+      console.log(`token (shown once, store it in a secrets manager): ${created.token}`);
+      return;
+    }
+    console.log(`created ${kindName} webhook source ${source?.name} (${source?.id}) in ${tenant}`);
+    console.log(`url (the provider posts here; set AGENTPLANE_PUBLIC_URL if it is not the service's public address): ${source?.url}`);
+    if (created.signingSecret) console.log(`signing secret (shown once, give it to the provider and keep it in a secrets manager): ${created.signingSecret}`);
+    else console.log("signing secret: the one given, stored encrypted");
   } finally {
     await store.close();
   }
@@ -173,6 +202,7 @@ async function serveWith(config: Config, logger: Logger, metrics: Metrics, authe
     accessLog: config.accessLog,
     devIssuer,
     mcp: { publicUrl: config.publicUrl, authorizationServers: config.mcpAuthorizationServers },
+    publicUrl: config.publicUrl,
     webhook: {
       maxBytes: config.webhookMaxBytes,
       ratePerSecond: config.webhookRatePerSecond,

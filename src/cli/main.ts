@@ -72,10 +72,16 @@ const COMMANDS: Command[] = [
   {
     name: "source create",
     args: ["tenant", "name"],
-    synopsis: "<tenant> <name>",
-    help: ["create a webhook source; prints its token once"],
-    options: {},
-    run: ([tenant, name]) => sourceCreate(tenant!, name!),
+    synopsis: "<tenant> <name> [--kind envelope|standard_webhooks|github|stripe] [--signing-secret <secret>]",
+    help: [
+      "create a webhook source; prints its token once (a signed kind: its URL, and its signing secret once when generated)",
+      "--kind <kind>              envelope (default: X-Webhook-Token at /webhooks/events), or a provider's signed",
+      "                           deliveries at the source's URL: standard_webhooks, github, stripe",
+      "--signing-secret <secret>  the provider's secret (Stripe: required, whsec_...); unset, one is generated",
+      "                           (signed kinds need AGENTPLANE_SECRET_KEY; the URL uses AGENTPLANE_PUBLIC_URL)",
+    ],
+    options: { kind: { type: "string" }, "signing-secret": { type: "string" } },
+    run: ([tenant, name], v) => sourceCreate(tenant!, name!, str(v.kind), str(v["signing-secret"])),
   },
   {
     name: "skill probe",

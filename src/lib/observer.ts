@@ -37,6 +37,10 @@ export type TokenRequestOutcome = "ok" | "refused" | "failed";
 // ours); `error`: no usable answer (the identity provider is unavailable).
 export type IntrospectionOutcome = "active" | "inactive" | "error";
 
+// What a tenant expression is for: a trigger filter, a step's arguments, a
+// webhook source's mapping.
+export type ExpressionUse = "filter" | "step" | "mapping";
+
 export interface Observer {
   webhook(outcome: WebhookOutcome, tenantId?: string): void;
   // Triggers an accepted event matched (one run queued each).
@@ -49,8 +53,8 @@ export interface Observer {
   // One try of a model call, with the tokens the provider counted.
   modelCall(tenantId: string, outcome: CallOutcome, seconds: number, tokens?: { prompt: number; completion: number }): void;
   // Tenant expressions: where they ran, and which were cut off and why.
-  expressionPlaced(use: "filter" | "step", where: "inline" | "sandbox"): void;
-  expressionOverrun(use: "filter" | "step", reason: string): void;
+  expressionPlaced(use: ExpressionUse, where: "inline" | "sandbox"): void;
+  expressionOverrun(use: ExpressionUse, reason: string): void;
   scheduleSlots(outcome: SlotOutcome, count: number): void;
   introspection(outcome: IntrospectionOutcome): void;
   jwksFetch(outcome: "ok" | "error"): void;

@@ -65,6 +65,8 @@ export interface ServiceDeps {
   roles: CallerRoles;
   // Where tenant JSONata runs (a plan's arguments tried on a sample at save).
   sandbox: ExpressionSandbox;
+  // Where the service is reached from outside (a signed source's URL).
+  publicUrl: string;
 }
 
 // Tenant operations always have a tenant once authorized.

@@ -21,6 +21,10 @@ export const MAX_LENGTH = {
   // JSONata: a trigger filter is a predicate; step arguments build a tool's input.
   filter: 4096,
   stepArguments: 16_384,
+  // A webhook source's mapping builds an event from a delivery.
+  mapping: 16_384,
+  // A GitHub webhook's secret (any text the sender was given).
+  githubSecret: 256,
   cron: 200,
   timezone: 64,
   idempotencyKey: 255,

@@ -86,7 +86,8 @@ export class LookupCache<V> {
 }
 
 export interface LookupLimits {
-  // Webhook sources by token digest.
+  // Webhook sources by token digest, and signed sources by id (each its own
+  // cache of this size).
   sources: CacheLimits;
   // Trigger indexes by tenant and source; the weight is their triggers.
   triggers: CacheLimits;
@@ -104,11 +105,13 @@ const accepts = (source: WebhookSourceRow, digest: string, now: number) =>
   source.tokenDigest === digest || (source.previousTokenDigest === digest && (source.previousTokenExpireTime ?? 0) > now);
 
 // The two lookups of every webhook event, served from memory: the source by
-// token digest and the compiled webhook triggers of a tenant and source. The
+// token digest (or by id, for a signed kind's delivery) and the compiled
+// webhook triggers of a tenant and source. The
 // store says when rows of those tables changed, in this process or any other
 // (store.signals), and the affected cache is dropped.
 export class WebhookLookups {
   readonly #sources: LookupCache<WebhookSourceRow>;
+  readonly #sourcesById: LookupCache<WebhookSourceRow>;
   readonly #triggers: LookupCache<TriggerIndex>;
 
   constructor(
@@ -116,9 +119,13 @@ export class WebhookLookups {
     limits: LookupLimits = DEFAULT_LOOKUP_LIMITS,
   ) {
     this.#sources = new LookupCache(limits.sources);
+    this.#sourcesById = new LookupCache(limits.sources);
     this.#triggers = new LookupCache(limits.triggers, (index) => index.size + 1);
     store.signals.onChanged((table: CachedTable | undefined) => {
-      if (table === undefined || table === "webhook_sources") this.#sources.clear();
+      if (table === undefined || table === "webhook_sources") {
+        this.#sources.clear();
+        this.#sourcesById.clear();
+      }
       if (table === undefined || table === "triggers" || table === "agents") this.#triggers.clear();
     });
   }
@@ -134,6 +141,14 @@ export class WebhookLookups {
     const source = await this.#sources.load(digest, () => this.store.webhooks.findSourceByTokenDigest(digest, now));
     // A load shared with an earlier request was checked at that request's time.
     return source && accepts(source, digest, now) ? source : undefined;
+  }
+
+  cachedSourceById(id: string): WebhookSourceRow | undefined {
+    return this.#sourcesById.peek(id);
+  }
+
+  loadSourceById(id: string): Promise<WebhookSourceRow | undefined> {
+    return this.#sourcesById.load(id, () => this.store.webhooks.findSourceById(id));
   }
 
   cachedTriggers(tenantId: string, sourceId: string): TriggerIndex | undefined {

@@ -6,12 +6,13 @@ import { annotate, ATTR } from "../lib/tracing.js";
 import type { Store } from "../store/store.js";
 import { PLATFORM_ADMIN_SCOPE, createAccess, type CallerInput, type Surface } from "./access.js";
 import { notFound } from "./errors.js";
-import { EventMatcher, type EventMatcherOptions, type FilterPolicy } from "./event-matching.js";
+import { DEFAULT_FILTER_POLICY, EventMatcher, type EventMatcherOptions, type FilterPolicy } from "./event-matching.js";
 import type { ExpressionSandbox } from "../integrations/expressions/sandbox.js";
 import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, type Quotas } from "./limits.js";
 import { WebhookLookups } from "./lookup-cache.js";
 import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 import { createWebhookIngestion } from "./webhooks.js";
+import { createWebhookDeliveries } from "./webhook-deliveries.js";
 import { agentHandlers } from "./agents.js";
 import { eventHandlers } from "./events.js";
 import type { Handler, PlatformHandlers, PlatformStreamHandlers, RunsQueued, ServiceDeps } from "./handlers.js";
@@ -45,6 +46,8 @@ export interface PlatformOptions {
   jsonMaxDepth?: number;
   // Bounds of the Watch… streams.
   streams?: Partial<StreamLimits>;
+  // Where the service is reached from outside, without a trailing slash.
+  publicUrl?: string;
 }
 
 function told<C extends { tenant?: { id: string; slug: string } }>(caller: CallerInput, call: C): C {
@@ -83,6 +86,16 @@ export function createPlatform(options: PlatformOptions) {
     maxDepth: jsonMaxDepth,
     maxQueuedRuns: quotas.queuedRuns,
   });
+  // A source's mapping runs on the ingest path, as trigger filters do, and
+  // under their budget.
+  const deliveries = createWebhookDeliveries({
+    ingestion: webhooks,
+    lookups,
+    secrets: options.secrets,
+    sandbox: options.sandbox,
+    mappingBudgetMs: options.filterPolicy?.budgetMs ?? DEFAULT_FILTER_POLICY.budgetMs,
+    now,
+  });
   const deps: ServiceDeps = {
     store,
     secrets: options.secrets,
@@ -97,6 +110,7 @@ export function createPlatform(options: PlatformOptions) {
     webhooks,
     roles: access.roles,
     sandbox: options.sandbox,
+    publicUrl: options.publicUrl ?? "http://localhost:8080",
   };
   const handlers: PlatformHandlers = {
     ...tenantHandlers(deps),
@@ -118,6 +132,7 @@ export function createPlatform(options: PlatformOptions) {
   return {
     service: PlatformService,
     webhooks,
+    deliveries,
     // For the local operator CLI, which works on the configured store with
     // the machine's own authority (like `psql` as the database owner): runs a
     // handler as platform admin, in the given tenant when one is named.

@@ -1,40 +1,66 @@
 import { create } from "@bufbuild/protobuf";
-import { durationMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { WebhookSourceSchema, type WebhookSource } from "../../gen/platform/v1/webhook_source_pb.js";
+import { durationMs, timestampFromMs, type Duration } from "@bufbuild/protobuf/wkt";
+import { WebhookSourceKind, WebhookSourceSchema, type WebhookSource } from "../../gen/platform/v1/webhook_source_pb.js";
 import { newId } from "../lib/ids.js";
 import { newWebhookToken, webhookTokenDigest } from "../lib/webhook-token.js";
 import type { WebhookSourceRow } from "../store/rows.js";
 import { failedPrecondition, fromStoreError, invalidArgument, notFound } from "./errors.js";
 import { eventMessage } from "./events.js";
+import { checkJsonata } from "./expressions.js";
 import { applyUpdateMask } from "./field-mask.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";
 import { MAX_LENGTH } from "./limits.js";
 import { insertWithinQuota } from "./quotas.js";
+import { kindName, kindValue, signingSecretFor } from "./source-kinds.js";
 import { requireText } from "./validate.js";
+import { signingSecretContext } from "./webhook-deliveries.js";
 
-const UPDATABLE = ["name", "enabled"] as const;
+const UPDATABLE = ["name", "enabled", "mapping"] as const;
 export const DEFAULT_ROTATION_GRACE_MS = 24 * 3600_000;
 const MAX_ROTATION_GRACE_MS = 30 * 24 * 3600_000;
 
 // A new source's fields, checked without the store (see newTenantFields).
-export function newWebhookSourceFields(source: { name: string; enabled?: boolean } | undefined) {
-  return { name: requireText("webhook_source.name", source?.name ?? "", MAX_LENGTH.name), enabled: source?.enabled ?? true };
+export function newWebhookSourceFields(source: { name: string; enabled?: boolean; kind?: WebhookSourceKind; mapping?: string } | undefined) {
+  return {
+    name: requireText("webhook_source.name", source?.name ?? "", MAX_LENGTH.name),
+    enabled: source?.enabled ?? true,
+    kind: kindName("webhook_source.kind", source?.kind ?? WebhookSourceKind.UNSPECIFIED),
+    mapping: checkMapping(source?.mapping ?? ""),
+  };
 }
 
-export function webhookSourceMessage(row: WebhookSourceRow, now: number): WebhookSource {
-  const graceLeft = row.previousTokenExpireTime !== null && row.previousTokenExpireTime > now;
+// Compiled when saved, as trigger filters are; empty: no mapping.
+function checkMapping(mapping: string): string | null {
+  return checkJsonata("webhook_source.mapping", mapping, MAX_LENGTH.mapping).trim() ? mapping : null;
+}
+
+function graceMsOf(gracePeriod: Duration | undefined): number {
+  const graceMs = gracePeriod ? durationMs(gracePeriod) : DEFAULT_ROTATION_GRACE_MS;
+  if (graceMs < 0 || graceMs > MAX_ROTATION_GRACE_MS) throw invalidArgument("grace_period", "must be between 0 and 30 days");
+  return graceMs;
+}
+
+// `publicUrl`: where this service is reached, for a signed source's URL.
+export function webhookSourceMessage(row: WebhookSourceRow, now: number, publicUrl: string): WebhookSource {
+  const graceLeft = (expires: number | null) => (expires !== null && expires > now ? timestampFromMs(expires) : undefined);
+  const signed = row.kind !== "envelope";
   return create(WebhookSourceSchema, {
     id: row.id,
     name: row.name,
     enabled: row.enabled,
-    previousTokenExpireTime: graceLeft ? timestampFromMs(row.previousTokenExpireTime!) : undefined,
+    kind: kindValue(row.kind),
+    url: signed ? `${publicUrl}/webhooks/sources/${row.id}` : "",
+    signingSecretSet: row.signingSecret !== null,
+    mapping: row.mapping ?? "",
+    previousTokenExpireTime: graceLeft(row.previousTokenExpireTime),
+    previousSigningSecretExpireTime: row.previousSigningSecret === null ? undefined : graceLeft(row.previousSigningSecretExpireTime),
     ...times(row),
   });
 }
 
-export function webhookSourceHandlers({ store, now, quotas, webhooks }: ServiceDeps) {
-  const message = (row: WebhookSourceRow, slug: string) => ({ ...webhookSourceMessage(row, now()), tenant: slug });
+export function webhookSourceHandlers({ store, now, quotas, webhooks, secrets, publicUrl }: ServiceDeps) {
+  const message = (row: WebhookSourceRow, slug: string) => ({ ...webhookSourceMessage(row, now(), publicUrl), tenant: slug });
 
   async function find(tenantId: string, id: string): Promise<WebhookSourceRow> {
     const row = await store.webhookSources.get(tenantId, id).catch(fromStoreError);
@@ -56,15 +82,23 @@ export function webhookSourceHandlers({ store, now, quotas, webhooks }: ServiceD
     },
     async createWebhookSource({ webhookSource }, call) {
       const tenant = tenantOf(call);
-      const token = newWebhookToken();
+      const fields = newWebhookSourceFields(webhookSource);
+      const id = newId("src");
+      const given = webhookSource?.signingSecret ?? "";
+      // An envelope source has a token; a signed kind has a signing secret instead.
+      const token = fields.kind === "envelope" ? newWebhookToken() : "";
+      if (fields.kind === "envelope" && given)
+        throw invalidArgument("webhook_source.signing_secret", "only signed kinds (standard_webhooks, github, stripe) have one; an envelope source has a token");
+      const signing = fields.kind === "envelope" ? undefined : signingSecretFor(fields.kind, given, "webhook_source.signing_secret");
       const t = now();
       const row = await insertWithinQuota(
         store.webhookSources,
         {
-          id: newId("src"),
+          id,
           tenantId: tenant.id,
-          ...newWebhookSourceFields(webhookSource),
-          tokenDigest: webhookTokenDigest(token),
+          ...fields,
+          tokenDigest: token ? webhookTokenDigest(token) : null,
+          signingSecret: signing ? secrets.seal(signing.secret, signingSecretContext(id)) : null,
           createTime: t,
           updateTime: t,
         },
@@ -72,17 +106,23 @@ export function webhookSourceHandlers({ store, now, quotas, webhooks }: ServiceD
         quotas,
         "webhookSources",
       );
-      return { webhookSource: message(row, tenant.slug), token };
+      return { webhookSource: message(row, tenant.slug), token, signingSecret: signing?.generated ? signing.secret : "" };
     },
     async updateWebhookSource({ webhookSource, updateMask }, call) {
       const tenant = tenantOf(call);
       if (!webhookSource?.id) throw invalidArgument("webhook_source.id", "is required");
       const row = await find(tenant.id, webhookSource.id);
-      const { merged } = applyUpdateMask(WebhookSourceSchema, webhookSourceMessage(row, now()), webhookSource, updateMask, UPDATABLE);
+      const masked = updateMask?.paths ?? [];
+      if (masked.includes("kind") || (webhookSource.kind !== WebhookSourceKind.UNSPECIFIED && webhookSource.kind !== kindValue(row.kind)))
+        throw invalidArgument("webhook_source.kind", "is set at create and cannot change; create another source");
+      if (masked.includes("signing_secret") || webhookSource.signingSecret)
+        throw invalidArgument("webhook_source.signing_secret", "changes only through RotateWebhookSourceSigningSecret");
+      const { merged } = applyUpdateMask(WebhookSourceSchema, webhookSourceMessage(row, now(), publicUrl), webhookSource, updateMask, UPDATABLE);
       const updated = await store.webhookSources
         .update(tenant.id, row.id, {
           name: requireText("webhook_source.name", merged.name, MAX_LENGTH.name),
           enabled: merged.enabled ?? true,
+          mapping: checkMapping(merged.mapping),
           updateTime: now(),
         })
         .catch(fromStoreError);
@@ -99,8 +139,8 @@ export function webhookSourceHandlers({ store, now, quotas, webhooks }: ServiceD
     async rotateWebhookSourceToken({ id, gracePeriod }, call) {
       const tenant = tenantOf(call);
       const row = await find(tenant.id, id);
-      const graceMs = gracePeriod ? durationMs(gracePeriod) : DEFAULT_ROTATION_GRACE_MS;
-      if (graceMs < 0 || graceMs > MAX_ROTATION_GRACE_MS) throw invalidArgument("grace_period", "must be between 0 and 30 days");
+      if (row.kind !== "envelope") throw failedPrecondition(`webhook source "${id}" is a ${row.kind} source with a signing secret, not a token; rotate its signing secret`);
+      const graceMs = graceMsOf(gracePeriod);
       const token = newWebhookToken();
       const t = now();
       const updated = await store.webhookSources
@@ -114,10 +154,25 @@ export function webhookSourceHandlers({ store, now, quotas, webhooks }: ServiceD
       if (!updated) throw notFound("webhook source", id);
       return { webhookSource: message(updated, tenant.slug), token };
     },
-    async rotateWebhookSourceSigningSecret({ id }, call) {
+    // The replaced secret keeps verifying for the grace period, so the
+    // provider can be switched to the new one without losing deliveries.
+    async rotateWebhookSourceSigningSecret({ id, signingSecret, gracePeriod }, call) {
       const tenant = tenantOf(call);
-      await find(tenant.id, id);
-      throw failedPrecondition(`webhook source "${id}" has no signing secret`);
+      const row = await find(tenant.id, id);
+      if (row.kind === "envelope") throw failedPrecondition(`webhook source "${id}" is an envelope source with a token, not a signing secret; rotate its token`);
+      const graceMs = graceMsOf(gracePeriod);
+      const next = signingSecretFor(row.kind, signingSecret, "signing_secret");
+      const t = now();
+      const updated = await store.webhookSources
+        .update(tenant.id, row.id, {
+          signingSecret: secrets.seal(next.secret, signingSecretContext(row.id)),
+          previousSigningSecret: graceMs > 0 ? row.signingSecret : null,
+          previousSigningSecretExpireTime: graceMs > 0 ? t + graceMs : null,
+          updateTime: t,
+        })
+        .catch(fromStoreError);
+      if (!updated) throw notFound("webhook source", id);
+      return { webhookSource: message(updated, tenant.slug), signingSecret: next.generated ? next.secret : "" };
     },
     // The event goes in as the source's own webhook would, past the token
     // check only: the same validation, matching, queued-runs quota and one

@@ -42,7 +42,7 @@ export type Accepted =
 
 // One message for every token failure, so a caller learns nothing about
 // which tokens or sources exist.
-const unauthenticated = () => new ConnectError("invalid or missing webhook token", Code.Unauthenticated);
+export const unauthenticated = () => new ConnectError("invalid or missing webhook token", Code.Unauthenticated);
 
 // A refusal's kind on a span: the Connect code, as the answer names it.
 const refusalKind = (err: unknown) => (err instanceof ConnectError ? codeToString(err.code) : "internal");

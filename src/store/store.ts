@@ -119,6 +119,9 @@ export interface WebhookStore {
   // The source whose current token, or previous token still in its grace
   // period, has this digest.
   findSourceByTokenDigest(digest: string, now: number): Promise<WebhookSourceRow | undefined>;
+  // The source with this id, in whichever tenant: a signed kind's deliveries
+  // name their source in the URL and carry no tenant.
+  findSourceById(id: string): Promise<WebhookSourceRow | undefined>;
   // Enabled webhook triggers of enabled agents, for this source or any source
   // of the tenant (an indexed lookup, not a scan of every trigger).
   matchCandidates(tenantId: string, sourceId: string): Promise<TriggerRow[]>;

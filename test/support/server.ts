@@ -78,6 +78,9 @@ export interface TestServerOptions {
   accessLog?: boolean;
   // Metrics built by the test (to hand their observer to its authenticator).
   metrics?: AppOptions["metrics"];
+  // The key secrets are sealed with (a new one unless given): two servers on
+  // one database share it, as two processes with one AGENTPLANE_SECRET_KEY.
+  secrets?: SecretBox;
 }
 
 export async function startServer(options: TestServerOptions): Promise<TestServer> {
@@ -95,7 +98,7 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
   if (!authenticator) throw new Error("startServer needs an authenticator or devIssuer");
   const app = await buildApp({
     store,
-    secrets: new SecretBox(randomBytes(32)),
+    secrets: options.secrets ?? new SecretBox(randomBytes(32)),
     authenticator,
     devIssuer,
     logger: options.logger ?? createLogger(process.env.TEST_LOG_LEVEL ?? "silent"),

@@ -1,5 +1,5 @@
-import { useState } from "react";
-import type { WebhookSource } from "../../../gen/platform/v1/webhook_source_pb.js";
+import { useState, type ReactNode } from "react";
+import { WebhookSourceKind, type WebhookSource } from "../../../gen/platform/v1/webhook_source_pb.js";
 import { Facts } from "../components/bits.js";
 import { ActionForm, ErrorBanner, Field, placeProblem, useAction } from "../components/form.js";
 import { EditPage, RecordActions, RecordList, SubmitButton } from "../components/records.js";
@@ -20,14 +20,34 @@ export function SourcesPage() {
     >
       {(s) => (
         <>
-          <Link to={`${base}/sources/${s.id}`}>{s.name}</Link> {s.enabled === false && <span className="muted">(disabled)</span>}
+          <Link to={`${base}/sources/${s.id}`}>{s.name}</Link> <span className="muted">{KIND_LABELS[kindOf(s)]}</span>{" "}
+          {s.enabled === false && <span className="muted">(disabled)</span>}
         </>
       )}
     </RecordList>
   );
 }
 
-// A new token, shown once: the API never returns it again.
+const KIND_LABELS: Record<WebhookSourceKind, string> = {
+  [WebhookSourceKind.UNSPECIFIED]: "Envelope",
+  [WebhookSourceKind.ENVELOPE]: "Envelope",
+  [WebhookSourceKind.STANDARD_WEBHOOKS]: "Standard Webhooks",
+  [WebhookSourceKind.GITHUB]: "GitHub",
+  [WebhookSourceKind.STRIPE]: "Stripe",
+};
+
+const kindOf = (s: WebhookSource) => (s.kind === WebhookSourceKind.UNSPECIFIED ? WebhookSourceKind.ENVELOPE : s.kind);
+const isSigned = (kind: WebhookSourceKind) => kind !== WebhookSourceKind.ENVELOPE && kind !== WebhookSourceKind.UNSPECIFIED;
+
+function CopyButton({ text }: { text: string }) {
+  return (
+    <button type="button" onClick={() => void navigator.clipboard?.writeText(text)}>
+      Copy
+    </button>
+  );
+}
+
+// A new token or signing secret, shown once: the API never returns it again.
 function TokenOnce({ token }: { token: string }) {
   return (
     <section className="banner token" aria-labelledby="token-heading">
@@ -36,10 +56,59 @@ function TokenOnce({ token }: { token: string }) {
       <output className="token-value" data-testid="webhook-token">
         {token}
       </output>{" "}
-      <button type="button" onClick={() => void navigator.clipboard?.writeText(token)}>
-        Copy
-      </button>
+      <CopyButton text={token} />
     </section>
+  );
+}
+
+function SigningSecretOnce({ secret }: { secret: string }) {
+  return (
+    <section className="banner token" aria-labelledby="secret-heading">
+      <h2 id="secret-heading">Signing secret</h2>
+      <p>Copy it now: it is shown only once. Give it to the provider as the webhook's secret.</p>
+      <output className="token-value" data-testid="signing-secret">
+        {secret}
+      </output>{" "}
+      <CopyButton text={secret} />
+    </section>
+  );
+}
+
+// A new signing secret: generated (shown once), or the provider's own
+// (Stripe issues its secrets, so one is required there). The old one keeps
+// verifying for 24 hours, so the provider can be switched over.
+function RotateSigningSecret({ source, rotated }: { source: WebhookSource; rotated: (source: WebhookSource | undefined, secret: string) => void }) {
+  const { api } = useTenant();
+  const [secret, setSecret] = useState("");
+  const action = useAction();
+  const { at, general } = placeProblem(action.problem, ["signing_secret"]);
+  const stripe = kindOf(source) === WebhookSourceKind.STRIPE;
+  return (
+    <form
+      noValidate
+      onSubmit={(e) => {
+        e.preventDefault();
+        if (!confirm("Rotate the signing secret? The old one keeps verifying for 24 hours.")) return;
+        void action.run(async () => {
+          const res = await api.rotateWebhookSourceSigningSecret({ id: source.id, signingSecret: secret });
+          setSecret("");
+          rotated(res.webhookSource, res.signingSecret);
+        });
+      }}
+    >
+      <h2>Rotate signing secret</h2>
+      <ErrorBanner message={general} />
+      <Field
+        label={stripe ? "New signing secret (from Stripe)" : "New signing secret (optional)"}
+        error={at("signing_secret")}
+        hint={stripe ? "Roll the endpoint's secret in the Stripe dashboard and paste the new whsec_… here." : "Leave empty to generate one."}
+      >
+        {(p) => <input {...p} type="password" autoComplete="off" value={secret} onChange={(e) => setSecret(e.target.value)} />}
+      </Field>
+      <button type="submit" disabled={action.busy}>
+        Rotate signing secret
+      </button>
+    </form>
   );
 }
 
@@ -97,15 +166,19 @@ function TestEvent({ source }: { source: WebhookSource }) {
 export function SourcePage({ id }: { id: string }) {
   const { api, base, canWrite } = useTenant();
   const source = useLoad(async () => (await api.getWebhookSource({ id })).webhookSource, [id]);
-  const [token, setToken] = useState<string | undefined>(() => takeCreatedToken(id));
+  const [shown] = useState(() => takeCreated(id));
+  const [token, setToken] = useState<string | undefined>(shown?.token);
+  const [secret, setSecret] = useState<string | undefined>(shown?.signingSecret);
   const rotate = useAction();
   const del = useAction();
   const s = source.value;
+  const signed = s ? isSigned(kindOf(s)) : false;
   return (
     <>
       <Heading>Webhook source {s?.name}</Heading>
       <ErrorBanner message={source.error} />
       {token && <TokenOnce token={token} />}
+      {secret && <SigningSecretOnce secret={secret} />}
       {s && (
         <>
           <RecordActions
@@ -115,33 +188,37 @@ export function SourcePage({ id }: { id: string }) {
             del={del}
             remove={() => api.deleteWebhookSource({ id })}
           >
-            <button
-              type="button"
-              disabled={rotate.busy}
-              onClick={() =>
-                confirm("Issue a new token? The old one stays valid for 24 hours.") &&
-                void rotate.run(async () => {
-                  const res = await api.rotateWebhookSourceToken({ id });
-                  setToken(res.token);
-                  if (res.webhookSource) source.setValue(res.webhookSource);
-                })
-              }
-            >
-              Rotate token
-            </button>
+            {!signed && (
+              <button
+                type="button"
+                disabled={rotate.busy}
+                onClick={() =>
+                  confirm("Issue a new token? The old one stays valid for 24 hours.") &&
+                  void rotate.run(async () => {
+                    const res = await api.rotateWebhookSourceToken({ id });
+                    setToken(res.token);
+                    if (res.webhookSource) source.setValue(res.webhookSource);
+                  })
+                }
+              >
+                Rotate token
+              </button>
+            )}
           </RecordActions>
           <ErrorBanner message={rotate.problem?.message ?? del.problem?.message} />
-          <Facts
-            rows={[
-              ["ID", <code>{s.id}</code>],
-              ["Enabled", s.enabled === false ? "no" : "yes"],
-              ["Previous token valid until", time(s.previousTokenExpireTime)],
-              ["Created", time(s.createTime)],
-            ]}
-          />
+          <Facts rows={facts(s)} />
           <p>
             <Link to={`${base}/events?source=${encodeURIComponent(id)}`}>Events from this source</Link>
           </p>
+          {canWrite && signed && (
+            <RotateSigningSecret
+              source={s}
+              rotated={(next, generated) => {
+                if (next) source.setValue(next);
+                setSecret(generated || undefined);
+              }}
+            />
+          )}
           {canWrite && <TestEvent source={s} />}
         </>
       )}
@@ -149,33 +226,69 @@ export function SourcePage({ id }: { id: string }) {
   );
 }
 
-// The token of a source created a moment ago, handed to its page in memory
-// only (not the URL or history state, which the browser keeps).
-let created: { id: string; token: string } | undefined;
-function takeCreatedToken(id: string): string | undefined {
-  const token = created?.id === id ? created.token : undefined;
-  created = undefined;
-  return token;
+function facts(s: WebhookSource): [string, ReactNode][] {
+  const credentials: [string, ReactNode][] = isSigned(kindOf(s))
+    ? [
+        [
+          "URL",
+          <>
+            <code data-testid="source-url">{s.url}</code> <CopyButton text={s.url} />
+          </>,
+        ],
+        ["Signing secret", s.signingSecretSet ? "set (never shown again)" : "not set"],
+        ["Previous signing secret valid until", time(s.previousSigningSecretExpireTime)],
+      ]
+    : [["Previous token valid until", time(s.previousTokenExpireTime)]];
+  return [
+    ["ID", <code>{s.id}</code>],
+    ["Kind", KIND_LABELS[kindOf(s)]],
+    ...credentials,
+    ["Enabled", s.enabled === false ? "no" : "yes"],
+    ["Mapping", s.mapping ? <pre className="json">{s.mapping}</pre> : "none"],
+    ["Created", time(s.createTime)],
+  ];
 }
+
+// The token or generated signing secret of a source created a moment ago,
+// handed to its page in memory only (not the URL or history state, which the
+// browser keeps).
+let created: { id: string; token: string; signingSecret: string } | undefined;
+function takeCreated(id: string): { token?: string; signingSecret?: string } | undefined {
+  const shown = created?.id === id ? created : undefined;
+  created = undefined;
+  return shown && { token: shown.token || undefined, signingSecret: shown.signingSecret || undefined };
+}
+
+const KIND_CHOICES = [WebhookSourceKind.ENVELOPE, WebhookSourceKind.STANDARD_WEBHOOKS, WebhookSourceKind.GITHUB, WebhookSourceKind.STRIPE];
 
 function SourceForm({ source }: { source?: WebhookSource }) {
   const { api, base } = useTenant();
   const { navigate } = useRouter();
   const [name, setName] = useState(source?.name ?? "");
   const [enabled, setEnabled] = useState(source?.enabled !== false);
+  const [kind, setKind] = useState<WebhookSourceKind>(source ? kindOf(source) : WebhookSourceKind.ENVELOPE);
+  const [signingSecret, setSigningSecret] = useState("");
+  const [mapping, setMapping] = useState(source?.mapping ?? "");
   const action = useAction();
-  const { at, general } = placeProblem(action.problem, ["webhook_source.name"]);
+  const { at, general } = placeProblem(action.problem, [
+    "webhook_source.name",
+    "webhook_source.kind",
+    "webhook_source.signing_secret",
+    "webhook_source.mapping",
+  ]);
   return (
     <ActionForm
       action={action}
       submit={async () => {
-        const message = { id: source?.id ?? "", name, enabled };
         if (source) {
-          await api.updateWebhookSource({ webhookSource: message, updateMask: { paths: ["name", "enabled"] } });
+          await api.updateWebhookSource({
+            webhookSource: { id: source.id, name, enabled, mapping },
+            updateMask: { paths: ["name", "enabled", "mapping"] },
+          });
           navigate(`${base}/sources/${source.id}`);
         } else {
-          const res = await api.createWebhookSource({ webhookSource: message });
-          created = { id: res.webhookSource!.id, token: res.token };
+          const res = await api.createWebhookSource({ webhookSource: { name, enabled, kind, signingSecret: isSigned(kind) ? signingSecret : "", mapping } });
+          created = { id: res.webhookSource!.id, token: res.token, signingSecret: res.signingSecret };
           navigate(`${base}/sources/${created.id}`);
         }
       }}
@@ -183,6 +296,50 @@ function SourceForm({ source }: { source?: WebhookSource }) {
       <ErrorBanner message={general} />
       <Field label="Name" error={at("webhook_source.name")}>
         {(p) => <input {...p} value={name} onChange={(e) => setName(e.target.value)} />}
+      </Field>
+      <Field
+        label="Kind"
+        error={at("webhook_source.kind")}
+        hint={
+          source
+            ? "Set when the source was created."
+            : "Envelope: your senders post {event_type, payload} with a token. The others receive a provider's own signed deliveries at the source's URL."
+        }
+      >
+        {(p) => (
+          <select {...p} value={kind} disabled={!!source} onChange={(e) => setKind(Number(e.target.value) as WebhookSourceKind)}>
+            {KIND_CHOICES.map((k) => (
+              <option key={k} value={k}>
+                {KIND_LABELS[k]}
+              </option>
+            ))}
+          </select>
+        )}
+      </Field>
+      {!source && isSigned(kind) && (
+        <Field
+          label={kind === WebhookSourceKind.STRIPE ? "Signing secret (from Stripe)" : "Signing secret (optional)"}
+          error={at("webhook_source.signing_secret")}
+          hint={
+            kind === WebhookSourceKind.STRIPE
+              ? "The endpoint's whsec_… secret from the Stripe dashboard. Stored encrypted and never shown again."
+              : "Leave empty to generate one, shown once after creating. Stored encrypted and never shown again."
+          }
+        >
+          {(p) => <input {...p} type="password" autoComplete="off" value={signingSecret} onChange={(e) => setSigningSecret(e.target.value)} />}
+        </Field>
+      )}
+      <Field
+        label="Mapping (JSONata, optional)"
+        error={at("webhook_source.mapping")}
+        hint={
+          <>
+            Turns a delivery into the event: its input is <code>{"{body, headers, event_type}"}</code>, its result{" "}
+            <code>{'{"event_type": "…", "payload": {…}}'}</code>. Empty: the kind's own event.
+          </>
+        }
+      >
+        {(p) => <textarea {...p} rows={4} value={mapping} onChange={(e) => setMapping(e.target.value)} />}
       </Field>
       <div className="field">
         <label>

@@ -2,7 +2,9 @@ import { createRequire } from "node:module";
 import type jsonataType from "jsonata";
 import { linearRegExpClass } from "./linear-regex.js";
 
-export type Mode = "filter" | "value";
+// A filter's answer is a boolean; a value (step arguments) and a mapping (a
+// webhook source's) are plain JSON.
+export type Mode = "filter" | "value" | "mapping";
 
 // What a sandbox process is asked: one expression of a job (an event and its
 // candidate filters, or one step's arguments) on the job's input.

@@ -114,6 +114,7 @@ export function createPgWebhookStore(sql: Sql, options: GroupCommitOptions, time
   const sources = tableReader(schema.webhookSources);
   const sourceByDigest = `${sources.select}
     where token_digest = $1 or (previous_token_digest = $1 and previous_token_expire_time > $2)`;
+  const sourceById = `${sources.select} where id = $1`;
   // Columns the where clause pins are not read back: tenant_id and kind equal
   // the bound values, enabled is true.
   const candidates = `
@@ -203,6 +204,7 @@ export function createPgWebhookStore(sql: Sql, options: GroupCommitOptions, time
   return {
     findSourceByTokenDigest: (digest, now) =>
       pg(async () => (await within(sql.unsafe<WebhookSourceRow[]>(sourceByDigest, [digest, now], { prepare: true }), timeoutMs))[0]),
+    findSourceById: (id) => pg(async () => (await within(sql.unsafe<WebhookSourceRow[]>(sourceById, [id], { prepare: true }), timeoutMs))[0]),
     matchCandidates: (tenantId, sourceId) =>
       pg(async () =>
         (await within(sql.unsafe<Candidate[]>(candidates, [tenantId, sourceId], { prepare: true }), timeoutMs)).map(

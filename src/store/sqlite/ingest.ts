@@ -32,15 +32,17 @@ export function createSqliteWebhookStore(raw: Database.Database, options: GroupC
      on conflict (source_id, idempotency_key) where idempotency_key is not null do nothing`,
   );
   // The two lookups of every webhook request.
+  const SOURCE_COLUMNS = `id, tenant_id, name, enabled, kind, token_digest, previous_token_digest, previous_token_expire_time,
+    signing_secret, previous_signing_secret, previous_signing_secret_expire_time, mapping, create_time, update_time`;
   const sourceByDigest = raw
     .prepare<[string, string, number], unknown[]>(
-      `select id, tenant_id, name, enabled, kind, token_digest, previous_token_digest, previous_token_expire_time,
-         signing_secret, previous_signing_secret, previous_signing_secret_expire_time, mapping, create_time, update_time
+      `select ${SOURCE_COLUMNS}
        from webhook_sources
        where token_digest = ?
           or (previous_token_digest = ? and previous_token_expire_time > ?)`,
     )
     .raw(true);
+  const sourceById = raw.prepare<[string], unknown[]>(`select ${SOURCE_COLUMNS} from webhook_sources where id = ?`).raw(true);
   // Columns the where clause pins are not read back (every value costs):
   // tenant_id and kind equal the bound text (binary collation), enabled is 1,
   // and source_id is either the bound source or null.
@@ -189,6 +191,11 @@ export function createSqliteWebhookStore(raw: Database.Database, options: GroupC
     findSourceByTokenDigest: (digest, now) =>
       run(() => {
         const values = sourceByDigest.get(digest, digest, now);
+        return values && sourceRow(values);
+      }),
+    findSourceById: (id) =>
+      run(() => {
+        const values = sourceById.get(id);
         return values && sourceRow(values);
       }),
     matchCandidates: (tenantId, sourceId) =>
