@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto";
 import Database from "better-sqlite3";
 import { SecretBox } from "../src/lib/secret-box.js";
 import { signingSecretContext } from "../src/service/webhook-deliveries.js";
-import { startOpenMcp, startStaticBearerMcp } from "./support/customer-mcp.js";
+import { startHeadersMcp, startOpenMcp, startStaticBearerMcp } from "./support/customer-mcp.js";
 
 const exec = promisify(execFile);
 const CLI = join(process.cwd(), "dist/src/cli/main.js");
@@ -139,6 +139,28 @@ describe("agentplane CLI", () => {
     } finally {
       await open.close();
       await guarded.close();
+    }
+  });
+
+  it("probes a headers skill with --header, refusing the names the service refuses", async () => {
+    const keyed = await startHeadersMcp({ "X-API-Key": "probe-key-77" });
+    try {
+      const allow = { AGENTPLANE_OUTBOUND_ALLOW: "127.0.0.0/8" };
+      const ok = await agentplane(["skill", "probe", "--url", keyed.url, "--header", "X-API-Key: probe-key-77"], allow);
+      expect(ok.code).toBe(0);
+      expect(ok.stdout).toContain("(headers)");
+      const wrong = await agentplane(["skill", "probe", "--url", keyed.url, "--header", "X-API-Key: nope-nope"], allow);
+      expect(wrong.code).toBe(1);
+      expect(wrong.stderr).toContain("skill_unauthorized");
+      expect(wrong.stderr).not.toContain("nope-nope");
+      const reserved = await agentplane(["skill", "probe", "--url", keyed.url, "--header", "Host: evil.example"], allow);
+      expect(reserved.code).toBe(2);
+      expect(reserved.stderr).toContain('"Host" is set by the transport');
+      const malformed = await agentplane(["skill", "probe", "--url", keyed.url, "--header", "no colon"], allow);
+      expect(malformed.code).toBe(2);
+      expect(malformed.stderr).toContain("--header must be");
+    } finally {
+      await keyed.close();
     }
   });
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 import { parseArgs, type ParseArgsConfig } from "node:util";
+import { ConnectError } from "@connectrpc/connect";
 import { ConfigError } from "../config.js";
 import { TOKEN_ENDPOINT_AUTH_METHODS } from "../integrations/mcp-client/oauth.js";
 import { dev, memberAdd, migrate, serve, sourceCreate, tenantCreate } from "./commands.js";
+import { checkSkillHeader } from "../service/skill-auth.js";
 import { probeSkill } from "./probe.js";
 
 type Options = NonNullable<ParseArgsConfig["options"]>;
@@ -86,12 +88,13 @@ const COMMANDS: Command[] = [
   {
     name: "skill probe",
     args: [],
-    synopsis: "--url <mcp url> [--bearer T | --issuer I --client-id C (--client-secret S | --private-key-file F) [--auth-method M] [--scope S]... [--audience A]]",
+    synopsis: "--url <mcp url> [--bearer T | --header 'Name: value'... | --issuer I --client-id C (--client-secret S | --private-key-file F) [--auth-method M] [--scope S]... [--audience A]]",
     help: [
       "connect to an MCP server as the runtime would and list its tools",
       "(loopback and private addresses need AGENTPLANE_OUTBOUND_ALLOW)",
       "--url <mcp url>           the server's Streamable HTTP endpoint",
       "--bearer <token>          a static bearer token",
+      "--header 'Name: value'    a fixed header (repeatable), as a skill's headers mode",
       "--issuer <url>            OAuth client credentials: the authorization server",
       "--client-id, --client-secret, --scope (repeatable), --audience",
       "--private-key-file <pem>  private_key_jwt: an RS256 or ES256 private key",
@@ -100,6 +103,7 @@ const COMMANDS: Command[] = [
     options: {
       url: { type: "string" },
       bearer: { type: "string" },
+      header: { type: "string", multiple: true },
       issuer: { type: "string" },
       "client-id": { type: "string" },
       "client-secret": { type: "string" },
@@ -113,9 +117,21 @@ const COMMANDS: Command[] = [
       const authMethod = TOKEN_ENDPOINT_AUTH_METHODS.find((m) => m === v["auth-method"]);
       if (v["auth-method"] !== undefined && !authMethod) throw new UsageError(`--auth-method must be one of ${TOKEN_ENDPOINT_AUTH_METHODS.join(", ")}`, this);
       const allow = process.env.AGENTPLANE_OUTBOUND_ALLOW?.split(",").map((c) => c.trim()).filter(Boolean) ?? [];
+      const headers: Record<string, string> = {};
+      for (const [i, line] of ((v.header as string[] | undefined) ?? []).entries()) {
+        const at = line.indexOf(":");
+        if (at < 1) throw new UsageError("--header must be 'Name: value'", this);
+        const h = { name: line.slice(0, at).trim(), value: line.slice(at + 1).trim() };
+        try {
+          headers[checkSkillHeader(`--header[${i}]`, h)] = h.value;
+        } catch (err) {
+          throw new UsageError(err instanceof ConnectError ? err.rawMessage : String(err), this);
+        }
+      }
       process.exitCode = await probeSkill({
         url: v.url as string,
         bearer: str(v.bearer),
+        headers,
         issuer: str(v.issuer),
         clientId: str(v["client-id"]),
         clientSecret: str(v["client-secret"]),

@@ -9,6 +9,8 @@ import { importSigningKey, signingAlgOf } from "../lib/signing-keys.js";
 export interface ProbeOptions {
   url: string;
   bearer?: string;
+  // Header name → value (`headers` mode), already checked.
+  headers?: Record<string, string>;
   issuer?: string;
   clientId?: string;
   clientSecret?: string;
@@ -36,6 +38,7 @@ async function privateKeyOf(file: string): Promise<{ pem: string; alg: "RS256" |
 export async function probeSkill(options: ProbeOptions): Promise<number> {
   let auth: SkillAuthConfig = { mode: "none" };
   if (options.bearer) auth = { mode: "static_bearer", token: options.bearer };
+  else if (options.headers && Object.keys(options.headers).length) auth = { mode: "headers", headers: options.headers };
   else if (options.issuer || options.clientId) {
     if (!options.issuer || !options.clientId || !(options.clientSecret || options.privateKeyFile))
       throw new Error("OAuth probing needs --issuer, --client-id and --client-secret or --private-key-file");

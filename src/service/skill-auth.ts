@@ -77,6 +77,16 @@ function checkHeaderName(field: string, name: string): string {
   return name;
 }
 
+// One header as the service would send it (an empty value is checked by the
+// caller, which may keep a stored one); `agentplane skill probe` applies the
+// same rule to its --header options.
+export function checkSkillHeader(field: string, h: { name: string; value: string }): string {
+  const name = checkHeaderName(`${field}.name`, h.name);
+  checkLength(`${field}.value`, h.value, MAX_LENGTH.secret);
+  if (!FIELD_VALUE.test(h.value)) throw invalidArgument(`${field}.value`, "must be visible ASCII, spaces and tabs");
+  return name;
+}
+
 // Names in `auth`; values sealed together as one JSON object. An empty value
 // keeps the stored value of the header with the same name, in any case as
 // header names are (write-only values are never sent back, so an edit of
@@ -89,11 +99,9 @@ function headerColumns(headers: SkillHeader[], seal: (plain: string) => string, 
   const seen = new Set<string>();
   headers.forEach((h, i) => {
     const field = `skill.auth.headers.headers[${i}]`;
-    const name = checkHeaderName(`${field}.name`, h.name);
+    const name = checkSkillHeader(field, h);
     if (seen.has(name.toLowerCase())) throw invalidArgument(`${field}.name`, `"${name}" is given twice`);
     seen.add(name.toLowerCase());
-    checkLength(`${field}.value`, h.value, MAX_LENGTH.secret);
-    if (!FIELD_VALUE.test(h.value)) throw invalidArgument(`${field}.value`, "must be visible ASCII, spaces and tabs");
     const value = h.value || storedByName.get(name.toLowerCase());
     if (value === undefined || value === "") throw invalidArgument(`${field}.value`, missing);
     values[name] = value;
