@@ -38,6 +38,7 @@ it("derives every REST route from the PlatformService descriptor", () => {
     "PATCH /api/v1/webhook-sources/:id -> UpdateWebhookSource",
     "DELETE /api/v1/webhook-sources/:id -> DeleteWebhookSource",
     "POST /api/v1/webhook-sources/:id/rotate-token -> RotateWebhookSourceToken",
+    "POST /api/v1/webhook-sources/:id/rotate-signing-secret -> RotateWebhookSourceSigningSecret",
     "POST /api/v1/webhook-sources/:id/send-test-event -> SendWebhookSourceTestEvent",
     "GET /api/v1/events -> ListEvents",
     "GET /api/v1/events/:id -> GetEvent",
