@@ -116,7 +116,7 @@ export const comments: Readonly<Record<string, string>> = {
   "platform.v1.Tenant.slug": "Immutable. `^[a-z][a-z0-9-]{1,62}$`, unique.",
   "platform.v1.TokenEndpointAuthMethod": "How the service authenticates itself at the authorization server's token endpoint (RFC 8414 `token_endpoint_auth_methods_supported`).",
   "platform.v1.TokenEndpointAuthMethod.TOKEN_ENDPOINT_AUTH_METHOD_PRIVATE_KEY_JWT": "RFC 7523 client assertion signed with the skill's key pair.",
-  "platform.v1.TokenEndpointAuthMethod.TOKEN_ENDPOINT_AUTH_METHOD_UNSPECIFIED": "Chosen from the authorization server's metadata: the first of client_secret_basic, client_secret_post, private_key_jwt that it lists and the skill has a credential for (client_secret_basic when it lists none, as RFC 8414 defaults).",
+  "platform.v1.TokenEndpointAuthMethod.TOKEN_ENDPOINT_AUTH_METHOD_UNSPECIFIED": "Chosen from the authorization server's metadata: the first of client_secret_basic, client_secret_post, private_key_jwt that it lists and the skill has a credential for. When it lists none: client_secret_basic, as RFC 8414 defaults, or private_key_jwt for a skill with only a key pair.",
   "platform.v1.Tool": "A tool as listed by `tools/list`.",
   "platform.v1.ToolAllowList": "Tool names a skill may be used with.",
   "platform.v1.Trigger": "Starts runs of an agent.",

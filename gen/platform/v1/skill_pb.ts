@@ -360,8 +360,9 @@ export enum TokenEndpointAuthMethod {
   /**
    * Chosen from the authorization server's metadata: the first of
    * client_secret_basic, client_secret_post, private_key_jwt that it lists
-   * and the skill has a credential for (client_secret_basic when it lists
-   * none, as RFC 8414 defaults).
+   * and the skill has a credential for. When it lists none:
+   * client_secret_basic, as RFC 8414 defaults, or private_key_jwt for a
+   * skill with only a key pair.
    *
    * @generated from enum value: TOKEN_ENDPOINT_AUTH_METHOD_UNSPECIFIED = 0;
    */
