@@ -23,15 +23,17 @@ export function eventStreamHandlers({ store, now }: ServiceDeps, streams: Stream
               store.events.list(tenant.id, { limit, where, after: { id: from.id || idFloor("evt", from.time) } }).catch(fromStoreError),
             key: (row) => ({ time: idTime(row.id), id: row.id }),
             version: (row) => row.id,
+            // With the runs each queued, committed with it (as GetEvent
+            // shows them), read for the page in one query.
+            send: async (rows) => {
+              const runIds = await store.runs.idsForEvents(tenant.id, rows.map((r) => r.id)).catch(fromStoreError);
+              return rows.map((row) => ({ event: { ...eventMessage(row, runIds.get(row.id)), tenant: tenant.slug } }));
+            },
           },
           session,
           now(),
         );
-        // With the runs it queued, committed with it (as GetEvent shows them).
-        for await (const row of feed) {
-          const runIds = await store.runs.idsForEvent(tenant.id, row.id).catch(fromStoreError);
-          yield { event: { ...eventMessage(row, runIds), tenant: tenant.slug } };
-        }
+        yield* feed;
       } finally {
         session.release();
       }

@@ -58,11 +58,12 @@ export function runStreamHandlers({ store, now }: ServiceDeps, streams: Streams)
               store.runs.list(tenant.id, { limit, where, after: { by: "updateTime", value: from.time, id: from.id } }).catch(fromStoreError),
             key: (row) => ({ time: row.updateTime, id: row.id }),
             version: (row) => `${row.id}@${row.updateTime}`,
+            send: async (rows) => rows.map((row) => ({ run: { ...runMessage(row), tenant: tenant.slug } })),
           },
           session,
           now(),
         );
-        for await (const row of feed) yield { run: { ...runMessage(row), tenant: tenant.slug } };
+        yield* feed;
       } finally {
         session.release();
       }
