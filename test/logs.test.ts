@@ -7,7 +7,7 @@ import { ConfigError, loadConfig } from "../src/config.js";
 import { startStaticBearerMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { LogCapture } from "./support/log-capture.js";
-import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { bearer, connectCall, connectMust, startServer, type TestServer } from "./support/server.js";
 import { sleep, waitFor } from "./support/wait.js";
 
 type Json = Record<string, unknown>;
@@ -30,9 +30,7 @@ let failAgent: string;
 let okTrigger: string;
 
 async function must(method: string, body: unknown): Promise<Json> {
-  const res = await connectCall(server, method, body, bearer(admin, "acme"));
-  if (res.status !== 200) throw new Error(`${method}: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
+  return connectMust(server, method, body, bearer(admin, "acme"));
 }
 
 async function send(eventType: string, headers: Record<string, string> = {}): Promise<{ status: number; body: Json }> {

@@ -7,7 +7,7 @@ import { StoreUnavailableError } from "../src/store/errors.js";
 import type { RunQueue } from "../src/store/store.js";
 import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
-import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { bearer, connectMust, startServer, type TestServer } from "./support/server.js";
 import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
 type Json = Record<string, unknown>;
@@ -35,9 +35,7 @@ beforeAll(async () => {
 afterAll(() => server.close());
 
 async function must(method: string, body: unknown): Promise<Json> {
-  const res = await connectCall(server, method, body, bearer(admin, "acme"));
-  if (res.status !== 200) throw new Error(`${method}: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
+  return connectMust(server, method, body, bearer(admin, "acme"));
 }
 
 it("finishes runs whose outcome could not be recorded once the store recovers, on the same attempt", async () => {

@@ -8,7 +8,7 @@ import type { RunQueue } from "../src/store/store.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { startModelServer } from "./support/model-server.js";
-import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { bearer, connectMust, startServer, type TestServer } from "./support/server.js";
 import { waitFor } from "./support/wait.js";
 
 type Json = Record<string, unknown>;
@@ -41,9 +41,7 @@ afterAll(async () => {
 });
 
 async function must(method: string, body: unknown): Promise<Json> {
-  const res = await connectCall(server, method, body, bearer(admin, "acme"));
-  if (res.status !== 200) throw new Error(`${method}: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
+  return connectMust(server, method, body, bearer(admin, "acme"));
 }
 
 const getRun = async (id: string) => (await must("GetRun", { id })).run as Json;

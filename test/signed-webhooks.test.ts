@@ -5,15 +5,13 @@
 // source's JSONata mapping; and the refusals of SPEC §4's table.
 import { request } from "node:http";
 import { randomBytes } from "node:crypto";
-import { join } from "node:path";
 import { sign as githubSign } from "@octokit/webhooks-methods";
-import Database from "better-sqlite3";
 import { Webhook } from "standardwebhooks";
 import Stripe from "stripe";
 import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { LogCapture } from "./support/log-capture.js";
-import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { bearer, connectCall, sqliteRows, startServer, type TestServer } from "./support/server.js";
 import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
 type Json = Record<string, unknown>;
@@ -58,15 +56,6 @@ async function deliver(url: string, body: string | Buffer, headers: Record<strin
   return { status: res.status, body: text ? (JSON.parse(text) as Json) : {}, headers: res.headers };
 }
 
-function rows<T>(server: TestServer, sql: string, ...params: unknown[]): T[] {
-  const db = new Database(join(server.dir, "agentplane.db"), { readonly: true });
-  try {
-    return db.prepare(sql).all(...params) as T[];
-  } finally {
-    db.close();
-  }
-}
-
 interface StoredEvent {
   event_type: string;
   payload: Json;
@@ -75,17 +64,17 @@ interface StoredEvent {
 }
 
 function stored(server: TestServer, eventId: unknown): StoredEvent {
-  const [row] = rows<{ event_type: string; payload: string; idempotency_key: string | null }>(
+  const [row] = sqliteRows<{ event_type: string; payload: string; idempotency_key: string | null }>(
     server,
     "select event_type, payload, idempotency_key from events where id = ?",
     eventId,
   );
   if (!row) throw new Error(`event ${String(eventId)} is not stored`);
-  const [{ n }] = rows<{ n: number }>(server, "select count(*) as n from runs where event_id = ? and status = 'queued'", eventId) as [{ n: number }];
+  const [{ n }] = sqliteRows<{ n: number }>(server, "select count(*) as n from runs where event_id = ? and status = 'queued'", eventId) as [{ n: number }];
   return { ...row, payload: JSON.parse(row.payload) as Json, runs: n };
 }
 
-const eventCount = (server: TestServer) => rows<{ n: number }>(server, "select count(*) as n from events")[0]!.n;
+const eventCount = (server: TestServer) => sqliteRows<{ n: number }>(server, "select count(*) as n from events")[0]!.n;
 
 // Signing as each provider does, with its own code.
 function standardHeaders(secret: string, body: string, id = `msg_${randomBytes(8).toString("hex")}`, at = new Date()) {
@@ -135,7 +124,7 @@ describe("signed webhook sources", () => {
       expect(source.secret).toMatch(/^whsec_[A-Za-z0-9+/]+=*$/);
       expect(Buffer.from(source.secret.slice(6), "base64")).toHaveLength(32);
       expect(source.url).toBe(`${server.url}/webhooks/sources/${source.id}`);
-      expect(rows(server, "select token_digest from webhook_sources where id = ?", source.id)).toEqual([{ token_digest: null }]);
+      expect(sqliteRows(server, "select token_digest from webhook_sources where id = ?", source.id)).toEqual([{ token_digest: null }]);
     });
 
     it("accepts a signed delivery: 202, the event typed by `type`, `data` as payload, webhook-id as key, a run queued", async () => {
@@ -492,7 +481,7 @@ describe("signed webhook sources", () => {
       expect(reads).not.toContain(secret);
       expect(logs.raw).not.toContain(secret);
     }
-    const sealed = rows<{ signing_secret: string }>(server, "select signing_secret from webhook_sources where id in (?, ?)", stripeSource.id, generated.id);
+    const sealed = sqliteRows<{ signing_secret: string }>(server, "select signing_secret from webhook_sources where id in (?, ?)", stripeSource.id, generated.id);
     for (const { signing_secret } of sealed) expect(signing_secret).toMatch(/^v1\./);
   });
 });

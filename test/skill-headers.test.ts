@@ -12,7 +12,7 @@ import { createGuardedFetch } from "../src/integrations/outbound/guarded-fetch.j
 import { startHeadersMcp, startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { LogCapture } from "./support/log-capture.js";
-import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { bearer, connectCall, connectMust, startServer, type TestServer } from "./support/server.js";
 import { waitFor } from "./support/wait.js";
 
 type Json = Record<string, unknown>;
@@ -42,9 +42,7 @@ async function api(method: string, body: unknown, on: TestServer = server): Prom
 }
 
 async function must(method: string, body: unknown, on: TestServer = server): Promise<Json> {
-  const res = await api(method, body, on);
-  if (res.status !== 200) throw new Error(`${method}: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
+  return connectMust(on, method, body, bearer(admin, "acme"));
 }
 
 async function rest(method: string, path: string, body?: unknown, on: TestServer = server): Promise<{ status: number; body: Json }> {

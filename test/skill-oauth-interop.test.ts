@@ -20,7 +20,7 @@ import {
   type ProtectedMcp,
   type ProtectedMcpOptions,
 } from "./support/oauth-interop.js";
-import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { bearer, connectMust, startServer, type TestServer } from "./support/server.js";
 
 type Json = Record<string, unknown>;
 
@@ -45,15 +45,8 @@ afterAll(async () => {
   await server.close();
 });
 
-async function api(method: string, body: unknown): Promise<{ status: number; body: Json }> {
-  const res = await connectCall(server, method, body, bearer(admin, "acme"));
-  return { status: res.status, body: res.body };
-}
-
 async function must(method: string, body: unknown): Promise<Json> {
-  const res = await api(method, body);
-  if (res.status !== 200) throw new Error(`${method}: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
+  return connectMust(server, method, body, bearer(admin, "acme"));
 }
 
 let names = 0;

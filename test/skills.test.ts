@@ -8,7 +8,7 @@ import { reservePort, startOAuthMcp, startOpenMcp, startStaticBearerMcp, type Cu
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { startModelServer } from "./support/model-server.js";
 import { startIdp, type TestIdp } from "./support/oidc-idp.js";
-import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { bearer, connectCall, connectMust, startServer, type TestServer } from "./support/server.js";
 
 type Json = Record<string, unknown>;
 const SCOPE = "mcp:crm";
@@ -35,9 +35,7 @@ async function api(method: string, body: unknown, on: TestServer = server): Prom
 }
 
 async function must(method: string, body: unknown, on: TestServer = server): Promise<Json> {
-  const res = await api(method, body, on);
-  if (res.status !== 200) throw new Error(`${method}: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
+  return connectMust(on, method, body, bearer(admin, "acme"));
 }
 
 async function createSkill(skill: Json, on: TestServer = server): Promise<Json> {

@@ -3,8 +3,6 @@
 // the last admin of a tenant, string lengths and list sizes, and per-tenant
 // quotas — each as a caller sees it, with the rows the store kept.
 import { Writable } from "node:stream";
-import { join } from "node:path";
-import Database from "better-sqlite3";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
@@ -12,7 +10,7 @@ import pino from "pino";
 import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { Scheduler } from "../src/runtime/scheduler.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
-import { bearer, connectCall, startServer, type TestServer, type TestServerOptions } from "./support/server.js";
+import { bearer, connectCall, sqliteRows, startServer, type TestServer, type TestServerOptions } from "./support/server.js";
 import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
 type Json = Record<string, unknown>;
@@ -61,16 +59,7 @@ async function post(s: TestServer, token: string, body: string) {
   return { status: res.status, body: JSON.parse(text) as Json, headers: res.headers };
 }
 
-function rows<T = Json>(s: TestServer, sql: string, ...params: unknown[]): T[] {
-  const db = new Database(join(s.dir, "agentplane.db"), { readonly: true });
-  try {
-    return db.prepare(sql).all(...params) as T[];
-  } finally {
-    db.close();
-  }
-}
-
-const count = (s: TestServer, table: string) => rows<{ n: number }>(s, `select count(*) as n from ${table}`)[0]!.n;
+const count = (s: TestServer, table: string) => sqliteRows<{ n: number }>(s, `select count(*) as n from ${table}`)[0]!.n;
 
 async function newSource(s: TestServer): Promise<string> {
   return (await ok(s, "CreateWebhookSource", { webhookSource: { name: "shop" } })).token as string;
@@ -95,7 +84,7 @@ describe("a. JSON nesting", () => {
     // At the limit: accepted. The payload object is level 1, so 63 more.
     const atLimit = await post(s, token, `{"event_type": "deep.two", "payload": {"x": ${nested(63)}}}`);
     expect(atLimit.status).toBe(202);
-    expect(rows(s, "select event_type from events")).toEqual([{ event_type: "deep.two" }]);
+    expect(sqliteRows(s, "select event_type from events")).toEqual([{ event_type: "deep.two" }]);
   });
 
   it("refuses a deeply nested RunAgent input with invalid_argument and queues nothing", async () => {
@@ -103,7 +92,7 @@ describe("a. JSON nesting", () => {
     const res = await rawCall(s, "RunAgent", `{"id": "${agentId}", "input": {"x": ${nested(5000)}}}`);
     expect(res.status).toBe(400);
     expect(JSON.parse(res.text)).toMatchObject({ code: "invalid_argument" });
-    expect(rows(s, "select id from runs where agent_id = ?", agentId)).toEqual([]);
+    expect(sqliteRows(s, "select id from runs where agent_id = ?", agentId)).toEqual([]);
   });
 
   it("takes the depth from its option (AGENTPLANE_WEBHOOK_MAX_DEPTH), for payloads and run inputs alike", async () => {
@@ -150,7 +139,7 @@ describe("b. keys that are special in JavaScript", () => {
     const res = await post(s, token, `{"event_type": "proto.test", "payload": ${PAYLOAD}}`);
     expect(res.body).toMatchObject({ matched_triggers: 2 });
     const id = res.body.event_id as string;
-    expectRoundTrip(JSON.parse(rows<{ payload: string }>(s, "select payload from events where id = ?", id)[0]!.payload));
+    expectRoundTrip(JSON.parse(sqliteRows<{ payload: string }>(s, "select payload from events where id = ?", id)[0]!.payload));
 
     const got = await rawCall(s, "GetEvent", JSON.stringify({ id }));
     expectRoundTrip((JSON.parse(got.text) as { event: Json }).event.payload);
@@ -207,7 +196,7 @@ describe("c. /mcp tools for a platform admin that is not a member", () => {
     const agents = (await client.callTool({ name: "list_agents", arguments: {} })) as CallToolResult;
     expect((agents.content[0] as { text: string }).text).toBe('permission_denied: not a member of tenant "initech"');
     await client.close();
-    expect(rows(s, "select subject, role from members where subject = 'new-viewer'")).toEqual([{ subject: "new-viewer", role: "viewer" }]);
+    expect(sqliteRows(s, "select subject, role from members where subject = 'new-viewer'")).toEqual([{ subject: "new-viewer", role: "viewer" }]);
   });
 
   it("still offers a member platform admin its tenant's tools", async () => {
@@ -224,7 +213,7 @@ describe("d. the last admin of a tenant", () => {
   afterAll(() => s.close());
 
   const memberId = (subject: string, tenant = "acme") =>
-    rows<{ id: string }>(s, "select m.id from members m join tenants t on t.id = m.tenant_id where t.slug = ? and m.subject = ?", tenant, subject)[0]!.id;
+    sqliteRows<{ id: string }>(s, "select m.id from members m join tenants t on t.id = m.tenant_id where t.slug = ? and m.subject = ?", tenant, subject)[0]!.id;
 
   it("refuses removing or demoting the only admin with failed_precondition, and allows it once another admin exists", async () => {
     const id = memberId(issuer.clientId);
@@ -233,13 +222,13 @@ describe("d. the last admin of a tenant", () => {
     expect(demote.body.message).toBe(`member "${id}" is the last admin of tenant "acme"; add another admin before demoting it`);
     const remove = await call(s, "RemoveMember", { id });
     expect(remove.body).toEqual({ code: "failed_precondition", message: `member "${id}" is the last admin of tenant "acme"; add another admin before removing it` });
-    expect(rows(s, "select role from members where id = ?", id)).toEqual([{ role: "admin" }]);
+    expect(sqliteRows(s, "select role from members where id = ?", id)).toEqual([{ role: "admin" }]);
 
     await ok(s, "AddMember", { member: { subject: "second-admin", role: "ROLE_ADMIN" } });
     const second = memberId("second-admin");
     expect((await call(s, "UpdateMember", { member: { id: second, role: "ROLE_VIEWER" }, updateMask: "role" })).status).toBe(200);
     expect((await call(s, "RemoveMember", { id: second })).status).toBe(200);
-    expect(rows(s, "select subject, role from members where tenant_id = (select id from tenants where slug = 'acme')")).toEqual([
+    expect(sqliteRows(s, "select subject, role from members where tenant_id = (select id from tenants where slug = 'acme')")).toEqual([
       { subject: issuer.clientId, role: "admin" },
     ]);
   });
@@ -255,7 +244,7 @@ describe("d. the last admin of a tenant", () => {
     );
     expect(results.map((r) => r.status).sort()).toEqual([200, 400]);
     expect(results.find((r) => r.status === 400)!.body.code).toBe("failed_precondition");
-    expect(rows(s, "select role from members where tenant_id = (select id from tenants where slug = 'race')")).toEqual([{ role: "admin" }]);
+    expect(sqliteRows(s, "select role from members where tenant_id = (select id from tenants where slug = 'race')")).toEqual([{ role: "admin" }]);
   });
 });
 
@@ -370,14 +359,14 @@ describe("f. per-tenant quotas", () => {
       });
       // An event that queues nothing is not held back.
       expect((await post(q, token, '{"event_type": "other.thing", "payload": {}}')).status).toBe(202);
-      expect(rows(q, "select event_type from events")).toEqual([{ event_type: "other.thing" }]);
+      expect(sqliteRows(q, "select event_type from events")).toEqual([{ event_type: "other.thing" }]);
 
       // Room again: the webhook path sees it within a second (its count is cached that long).
       await ok(q, "CancelRun", { id: runIds[0] });
       await new Promise((r) => setTimeout(r, 1100));
       expect((await post(q, token, '{"event_type": "order.created", "payload": {"n": 2}}')).status).toBe(202);
       expect((await post(q, token, '{"event_type": "order.created", "payload": {"n": 3}}')).status).toBe(429);
-      expect(rows(q, "select count(*) as n from runs where status = 'queued'")).toEqual([{ n: 3 }]);
+      expect(sqliteRows(q, "select count(*) as n from runs where status = 'queued'")).toEqual([{ n: 3 }]);
 
       // A schedule slot while the tenant is at its cap: recorded as skipped, no run, a warning.
       const created = await ok(q, "CreateTrigger", { trigger: { agentId, schedule: { cron: "* * * * *", timezone: "UTC" } } });
@@ -386,8 +375,8 @@ describe("f. per-tenant quotas", () => {
       const log = pino({ level: "warn" }, new Writable({ write: (chunk: Buffer, _e, done) => (lines.push(JSON.parse(chunk.toString()) as Json), done()) }));
       const scheduler = new Scheduler({ store: q.store.schedules, log, maxQueuedRuns: quotas.queuedRuns });
       expect((await scheduler.tick(Date.now() + 120_000)).fired).toBe(0);
-      expect(rows(q, "select run_id from schedule_slots where trigger_id = ?", triggerId)).toEqual([{ run_id: "" }]);
-      expect(rows(q, "select id from runs where trigger_id = ?", triggerId)).toEqual([]);
+      expect(sqliteRows(q, "select run_id from schedule_slots where trigger_id = ?", triggerId)).toEqual([{ run_id: "" }]);
+      expect(sqliteRows(q, "select id from runs where trigger_id = ?", triggerId)).toEqual([]);
       expect(lines).toEqual([expect.objectContaining({ level: 40, triggerId, msg: expect.stringContaining("AGENTPLANE_QUOTA_QUEUED_RUNS") })]);
     } finally {
       await q.close();

@@ -8,7 +8,7 @@ import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { startOpenMcp, type CustomerMcp, type ToolCallRequest } from "./support/customer-mcp.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { startModelServer, type ScriptedReply } from "./support/model-server.js";
-import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { bearer, connectMust, startServer, type TestServer } from "./support/server.js";
 import { waitFor } from "./support/wait.js";
 
 type Json = Record<string, unknown>;
@@ -37,9 +37,7 @@ afterAll(async () => {
 });
 
 async function must(method: string, body: unknown, on: TestServer = server): Promise<Json> {
-  const res = await connectCall(on, method, body, bearer(admin, "acme"));
-  if (res.status !== 200) throw new Error(`${method}: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
+  return connectMust(on, method, body, bearer(admin, "acme"));
 }
 
 async function waitForRun(id: string, on: TestServer = server): Promise<Json> {

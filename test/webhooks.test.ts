@@ -1,11 +1,9 @@
 // POST /webhooks/events as a webhook sender sees it: every row of the
 // contract's table (SPEC §4), trigger matching, and tenant isolation.
 import { request } from "node:http";
-import { join } from "node:path";
-import Database from "better-sqlite3";
 import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
-import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { bearer, connectCall, sqliteRows, startServer, type TestServer } from "./support/server.js";
 import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
 type Json = Record<string, unknown>;
@@ -42,15 +40,6 @@ async function post(
   });
   const text = await res.text();
   return { status: res.status, body: text ? (JSON.parse(text) as Json) : {}, headers: res.headers };
-}
-
-function rows<T>(server: TestServer, sql: string, ...params: unknown[]): T[] {
-  const db = new Database(join(server.dir, "agentplane.db"), { readonly: true });
-  try {
-    return db.prepare(sql).all(...params) as T[];
-  } finally {
-    db.close();
-  }
 }
 
 const ORDER = { event_type: "order.created", payload: { total: 250, id: "o-1" } };
@@ -115,8 +104,8 @@ describe("webhook ingestion", () => {
     expect(res.status).toBe(202);
     expect(res.body).toEqual({ event_id: expect.stringMatching(/^evt_/), matched_triggers: 1 });
     const id = res.body.event_id as string;
-    expect(rows(server, "select event_type, source_id from events where id = ?", id)).toEqual([{ event_type: "order.created", source_id: source.id }]);
-    expect(rows(server, "select agent_id, status from runs where event_id = ?", id)).toEqual([{ agent_id: agentId, status: "queued" }]);
+    expect(sqliteRows(server, "select event_type, source_id from events where id = ?", id)).toEqual([{ event_type: "order.created", source_id: source.id }]);
+    expect(sqliteRows(server, "select agent_id, status from runs where event_id = ?", id)).toEqual([{ agent_id: agentId, status: "queued" }]);
     const event = (await api(server, "GetEvent", { id })).event as Json;
     expect(event).toMatchObject({ id, eventType: "order.created", payload: ORDER.payload, matchedTriggerIds: [expect.stringMatching(/^trg_/)], runIds: [expect.stringMatching(/^run_/)] });
   });
@@ -128,8 +117,8 @@ describe("webhook ingestion", () => {
       expect(first.status).toBe(202);
       const again = await post(server, source.token, { ...ORDER, payload: { different: true } }, { [header]: key });
       expect(again).toMatchObject({ status: 200, body: { event_id: first.body.event_id, duplicate: true } });
-      expect(rows(server, "select count(*) as n from events where idempotency_key = ?", key)).toEqual([{ n: 1 }]);
-      expect(rows(server, "select count(*) as n from runs where event_id = ?", first.body.event_id)).toEqual([{ n: 1 }]);
+      expect(sqliteRows(server, "select count(*) as n from events where idempotency_key = ?", key)).toEqual([{ n: 1 }]);
+      expect(sqliteRows(server, "select count(*) as n from runs where event_id = ?", first.body.event_id)).toEqual([{ n: 1 }]);
     }
     const other = await newSource(server, "other-shop");
     const sameKeyElsewhere = await post(server, other.token, ORDER, { "idempotency-key": "idempotency-key-1" });
@@ -144,8 +133,8 @@ describe("webhook ingestion", () => {
     expect(accepted).toHaveLength(1);
     expect(results.filter((r) => r.status === 200)).toHaveLength(49);
     expect(new Set(results.map((r) => r.body.event_id))).toEqual(new Set([accepted[0]!.body.event_id]));
-    expect(rows(server, "select count(*) as n from events where idempotency_key = 'burst-1'")).toEqual([{ n: 1 }]);
-    expect(rows(server, "select count(*) as n from runs where event_id = ?", accepted[0]!.body.event_id)).toEqual([{ n: 1 }]);
+    expect(sqliteRows(server, "select count(*) as n from events where idempotency_key = 'burst-1'")).toEqual([{ n: 1 }]);
+    expect(sqliteRows(server, "select count(*) as n from runs where event_id = ?", accepted[0]!.body.event_id)).toEqual([{ n: 1 }]);
   });
 
   it("gives one indistinguishable 401 for missing, malformed, unknown, revoked and disabled tokens", async () => {
@@ -154,7 +143,7 @@ describe("webhook ingestion", () => {
     const revoked = await newSource(server, "revoked");
     await api(server, "RotateWebhookSourceToken", { id: revoked.id, gracePeriod: "0s" });
     const tokens = [undefined, "", "Bearer x", "whk_short", `whk_${"A".repeat(43)}`, revoked.token, disabled.token];
-    const before = rows(server, "select count(*) as n from events")[0];
+    const before = sqliteRows(server, "select count(*) as n from events")[0];
     for (const token of tokens) {
       const res = await post(server, token, ORDER);
       expect({ token, status: res.status, body: res.body }).toEqual({
@@ -163,7 +152,7 @@ describe("webhook ingestion", () => {
         body: { error: "unauthenticated", message: "invalid or missing webhook token" },
       });
     }
-    expect(rows(server, "select count(*) as n from events")[0]).toEqual(before);
+    expect(sqliteRows(server, "select count(*) as n from events")[0]).toEqual(before);
   });
 
   it("keeps the old token valid during the rotation grace period, not after", async () => {
@@ -201,7 +190,7 @@ describe("webhook ingestion", () => {
   });
 
   it("refuses an oversized body with 413, with or without Content-Length, storing nothing", async () => {
-    const before = rows(server, "select count(*) as n from events")[0];
+    const before = sqliteRows(server, "select count(*) as n from events")[0];
     const big = { event_type: "order.created", payload: { blob: "x".repeat(5000) } };
     expect((await post(server, source.token, big)).status).toBe(413);
 
@@ -221,7 +210,7 @@ describe("webhook ingestion", () => {
       req.end();
     });
     expect(status).toBe(413);
-    expect(rows(server, "select count(*) as n from events")[0]).toEqual(before);
+    expect(sqliteRows(server, "select count(*) as n from events")[0]).toEqual(before);
   });
 
   describe("matching", () => {
@@ -345,7 +334,7 @@ describe("webhook limits and failures", () => {
       // Answered: its bytes are free again.
       expect((await post(server, billing.token, sized(1000, "after"))).status).toBe(202);
       const stored = (tenant: string) =>
-        rows<{ id: string }>(server, "select json_extract(payload, '$.id') as id from events where tenant_id = (select id from tenants where slug = ?) order by id", tenant);
+        sqliteRows<{ id: string }>(server, "select json_extract(payload, '$.id') as id from events where tenant_id = (select id from tenants where slug = ?) order by id", tenant);
       expect(stored("acme").map((r) => r.id)).toEqual(["after", "fits", "held"]);
       expect(stored("other").map((r) => r.id)).toEqual(["foreign"]);
 

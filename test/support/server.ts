@@ -1,6 +1,7 @@
 // Starts the real agentplane server (every surface, real store, real
 // authenticator) on a loopback port for end-to-end tests.
 import { randomBytes } from "node:crypto";
+import Database from "better-sqlite3";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -175,6 +176,29 @@ export async function connectCall(
   });
   const text = await res.text();
   return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {}, headers: res.headers };
+}
+
+// The same call when the test needs it to succeed: the answer's body, or an
+// error naming the method, status and body.
+export async function connectMust(
+  server: { url: string },
+  method: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<Record<string, unknown>> {
+  const res = await connectCall(server, method, body, headers);
+  if (res.status !== 200) throw new Error(`${method}: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body;
+}
+
+// Rows of a server's SQLite file, read as another process would (read-only).
+export function sqliteRows<T = Record<string, unknown>>(server: { dir: string }, sql: string, ...params: unknown[]): T[] {
+  const db = new Database(join(server.dir, "agentplane.db"), { readonly: true });
+  try {
+    return db.prepare(sql).all(...params) as T[];
+  } finally {
+    db.close();
+  }
 }
 
 export const bearer = (token: string, tenant?: string): Record<string, string> => ({
