@@ -84,29 +84,20 @@ export async function mcpSurface(app: FastifyInstance, options: McpSurfaceOption
       return jsonRpcError(reply, codeToHttpStatus(ce.code), `${codeToString(ce.code)}: ${ce.rawMessage}`, code);
     }
 
-    // A tool the token's scopes do not cover: 403 with the scope to step up to.
     const messages = (Array.isArray(req.body) ? req.body : [req.body]) as JsonRpcMessage[];
+    // Per tools/call: a malformed one is -32602; one the token's scopes do
+    // not cover is 403 with the scope to step up to.
+    const header = req.headers["mcp-protocol-version"];
+    const version = Array.isArray(header) ? header[0] : header;
     for (const m of messages) {
       if (m?.method !== "tools/call") continue;
-      const version = req.headers["mcp-protocol-version"];
-      const invalid = invalidCallParams(m.params, (name) => byName.get(name)?.method.input, Array.isArray(version) ? version[0] : version);
+      const invalid = invalidCallParams(m.params, (name) => byName.get(name)?.method.input, version);
       if (invalid) return jsonRpcError(reply, 200, `Invalid params: ${invalid}`, JSON_RPC.invalidParams, m.id ?? null);
-    }
-    for (const m of messages) {
-      const tool = m?.method === "tools/call" && typeof m.params?.name === "string" ? byName.get(m.params.name) : undefined;
-      if (tool && !scopeAllows(call.principal, "mcp", ruleOf(tool.method))) {
-        const scope = requiredScopes("mcp", ruleOf(tool.method))[0];
-        reply.header(
-          "www-authenticate",
-          `Bearer error="insufficient_scope", scope="${scope}", resource_metadata="${resourceMetadataUrl}"`,
-        );
-        return jsonRpcError(
-          reply,
-          403,
-          `insufficient_scope: ${tool.name} needs ${requiredScopes("mcp", ruleOf(tool.method)).join(" or ")}`,
-          JSON_RPC.unauthorized,
-          m.id ?? null,
-        );
+      const tool = byName.get(m.params!.name as string)!;
+      if (!scopeAllows(call.principal, "mcp", ruleOf(tool.method))) {
+        const scopes = requiredScopes("mcp", ruleOf(tool.method));
+        reply.header("www-authenticate", `Bearer error="insufficient_scope", scope="${scopes[0]}", resource_metadata="${resourceMetadataUrl}"`);
+        return jsonRpcError(reply, 403, `insufficient_scope: ${tool.name} needs ${scopes.join(" or ")}`, JSON_RPC.unauthorized, m.id ?? null);
       }
     }
 
