@@ -143,10 +143,22 @@ describe("authentication and tenant selection", () => {
     }
   });
 
-  it("answers a missing tenant with 400 naming it", async () => {
-    const res = await raw(INIT, bearer(token.adminRead!), "");
+  it("lets a client without a tenant find its tenants: initialize, the tenant-less tools, list_memberships", async () => {
+    const client = await connect(token.adminRead!, {});
+    const names = (await client.listTools()).tools.map((t) => t.name);
+    expect(names).toEqual(["list_memberships"]);
+    const result = (await client.callTool({ name: "list_memberships", arguments: {} })) as CallToolResult;
+    expect(result.isError).toBeFalsy();
+    expect(result.structuredContent).toEqual({ memberships: [{ tenant: "acme", displayName: "acme", role: "ROLE_ADMIN" }] });
+    await client.close();
+  });
+
+  it("answers a tool that reads tenant data without a tenant with 400 naming X-Platform-Tenant", async () => {
+    await raw(INIT, bearer(token.adminRead!), "");
+    const call = { jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "list_agents", arguments: {} } };
+    const res = await raw(call, bearer(token.adminRead!), "");
     expect(res.status).toBe(400);
-    expect(res.body).toMatchObject({ jsonrpc: "2.0", error: { message: expect.stringContaining("X-Platform-Tenant") } });
+    expect(res.body).toMatchObject({ jsonrpc: "2.0", id: 3, error: { message: expect.stringContaining("X-Platform-Tenant") } });
   });
 
   it("refuses organization headers with 400 naming the header", async () => {

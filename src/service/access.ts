@@ -43,6 +43,10 @@ export function ruleOf(method: DescMethod): MethodRule {
   };
 }
 
+// Methods that select no tenant: platform operations, and caller operations
+// whose answer is only about the caller (a tenant slug sent is ignored).
+export const tenantless = (rule: MethodRule) => rule.access === Access.PLATFORM_ADMIN || rule.access === Access.CALLER;
+
 export const PLATFORM_ADMIN_SCOPE = "platform:admin";
 
 // Scopes that satisfy a read or a write on each surface.
@@ -126,10 +130,6 @@ export function createAccess({ store, authenticator, tenantClaim }: AccessOption
     return { tenant: { id: tenant.id, slug: tenant.slug }, role };
   }
 
-  // Methods that select no tenant: platform operations, and caller operations
-  // whose answer is only about the caller (a tenant slug sent is ignored).
-  const tenantless = (rule: MethodRule) => rule.access === Access.PLATFORM_ADMIN || rule.access === Access.CALLER;
-
   // Whether the platform:admin bypass applies to the method for this principal.
   const bypasses = (principal: Principal, rule: MethodRule) =>
     rule.access === Access.TENANT_OR_PLATFORM_ADMIN && principal.scopes.has(PLATFORM_ADMIN_SCOPE);
@@ -165,8 +165,11 @@ export function createAccess({ store, authenticator, tenantClaim }: AccessOption
     // knows the operation (the MCP endpoint lists only callable tools). A
     // platform admin without a role in the tenant stands there with no role:
     // it may call only the platform, caller and tenant-or-platform-admin methods.
+    // Without a tenant selected it stands nowhere: only the tenant-less
+    // methods are allowed (an MCP client finding its first tenant).
     async standing(input: CallerInput, surface: Surface): Promise<CallContext> {
       const principal = await identify(input, surface);
+      if (!input.tenant) return { principal, surface };
       const { tenant, role } = await resolveTenant(principal, input.tenant, principal.scopes.has(PLATFORM_ADMIN_SCOPE));
       return { principal, surface, tenant, role };
     },
@@ -176,7 +179,9 @@ export function createAccess({ store, authenticator, tenantClaim }: AccessOption
     allows(call: CallContext, method: DescMethod): boolean {
       const rule = ruleOf(method);
       if (!scopeAllows(call.principal, call.surface, rule)) return false;
-      if (tenantless(rule) || bypasses(call.principal, rule)) return true;
+      if (tenantless(rule)) return true;
+      if (!call.tenant) return false;
+      if (bypasses(call.principal, rule)) return true;
       if (!call.role) return false;
       return !rule.write || call.role === "admin";
     },

@@ -6,7 +6,7 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Access } from "../../gen/platform/v1/options_pb.js";
-import { requiredScopes, ruleOf, scopeAllows, type CallContext, type CallerInput } from "../service/access.js";
+import { requiredScopes, ruleOf, scopeAllows, tenantless, type CallContext, type CallerInput } from "../service/access.js";
 import type { Platform } from "../service/platform.js";
 import { callerFromHeaders, nodeHeaderGetter } from "./caller.js";
 import { decodeArguments, invalidCallParams, JSON_RPC, jsonRpcBodies, jsonRpcError } from "./mcp-json-rpc.js";
@@ -94,6 +94,8 @@ export async function mcpSurface(app: FastifyInstance, options: McpSurfaceOption
       const invalid = invalidCallParams(m.params, (name) => byName.get(name)?.method.input, version);
       if (invalid) return jsonRpcError(reply, 200, `Invalid params: ${invalid}`, JSON_RPC.invalidParams, m.id ?? null);
       const tool = byName.get(m.params!.name as string)!;
+      if (!call.tenant && !tenantless(ruleOf(tool.method)))
+        return jsonRpcError(reply, 400, `invalid_argument: X-Platform-Tenant: ${tool.name} needs a tenant (?tenant=<slug>)`, JSON_RPC.invalidRequest, m.id ?? null);
       if (!scopeAllows(call.principal, "mcp", ruleOf(tool.method))) {
         const scopes = requiredScopes("mcp", ruleOf(tool.method));
         reply.header("www-authenticate", `Bearer error="insufficient_scope", scope="${scopes[0]}", resource_metadata="${resourceMetadataUrl}"`);
