@@ -5,6 +5,7 @@
 import { createPublicKey, randomUUID, type JsonWebKey } from "node:crypto";
 import { exportJWK, generateKeyPair, importJWK, SignJWT, type CryptoKey, type JWK, type JWTHeaderParameters, type JWTPayload } from "jose";
 import { createAuthenticator } from "../src/integrations/identity/index.js";
+import { LogCapture } from "./support/log-capture.js";
 import { closedPort, startJwksServer, type JwksServer } from "./support/jwks-server.js";
 import { startIdp, type TestIdp } from "./support/oidc-idp.js";
 import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
@@ -169,6 +170,28 @@ describe("issuer and audience", () => {
     const res = await listAgents(bearer(await forge({ aud }), TENANT));
     expect(res.status).toBe(401);
     expect(res.body).toEqual({ code: "unauthenticated", message: expect.stringMatching(/"aud"/) });
+  });
+});
+
+describe("a misconfigured issuer or audience, told to the operator", () => {
+  it("logs what was expected and what came at warn, once a minute per claim, without the token", async () => {
+    const capture = new LogCapture();
+    const logged = await startServer({ authenticator: createAuthenticator(jwtAuth(idp.issuer), { log: capture.logger }) });
+    try {
+      const wrongIss = await forge({ iss: "https://tenant.eu.auth0.example/" });
+      for (let i = 0; i < 3; i++) expect((await listAgents(bearer(wrongIss, TENANT), logged)).status).toBe(401);
+      const wrongAud = await forge({ aud: ["https://other.example", "https://second.example"] });
+      expect((await listAgents(bearer(wrongAud, TENANT), logged)).status).toBe(401);
+      const lines = capture.find("access token refused: a claim does not match this server's configuration");
+      expect(lines.map(({ level, claim, expected, received }) => ({ level, claim, expected, received }))).toEqual([
+        { level: 40, claim: "iss", expected: idp.issuer, received: "https://tenant.eu.auth0.example/" },
+        { level: 40, claim: "aud", expected: [AUD], received: ["https://other.example", "https://second.example"] },
+      ]);
+      expect(capture.raw).not.toContain(wrongIss);
+      expect(capture.raw).not.toContain(wrongAud);
+    } finally {
+      await logged.close();
+    }
   });
 });
 

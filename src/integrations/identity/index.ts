@@ -12,7 +12,7 @@ export interface AuthenticatorExtras {
   // `<public url>/mcp`: a token for it is good on the MCP endpoint only.
   mcpResource?: string;
   // Where identity provider problems only the operator can fix are reported.
-  log?: Pick<Logger, "error">;
+  log?: Pick<Logger, "error" | "warn">;
   // Told of identity provider requests and token cache look-ups (metrics).
   observer?: Observer;
 }
@@ -20,6 +20,6 @@ export interface AuthenticatorExtras {
 // `dev` is built by the CLI from its DevIssuer; here only the real modes.
 export function createAuthenticator(auth: Exclude<AuthConfig, { mode: "dev" }>, extras: AuthenticatorExtras = {}): Authenticator {
   return auth.mode === "jwt"
-    ? createJwtAuthenticator({ ...auth, jwksCooldownMs: extras.jwksCooldownMs, mcpResource: extras.mcpResource, observer: extras.observer })
+    ? createJwtAuthenticator({ ...auth, jwksCooldownMs: extras.jwksCooldownMs, mcpResource: extras.mcpResource, observer: extras.observer, log: extras.log })
     : createIntrospectionAuthenticator({ ...auth, log: extras.log, mcpResource: extras.mcpResource, observer: extras.observer });
 }

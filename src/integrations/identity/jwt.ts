@@ -9,6 +9,8 @@ import {
   type JWTVerifyOptions,
   type JWTVerifyResult,
 } from "jose";
+import type { Logger } from "pino";
+import { LogThrottle } from "../../lib/log-throttle.js";
 import { NO_OBSERVER, type Observer } from "../../lib/observer.js";
 import { isMcpOnly, principalFromClaims, type Authenticator, type Principal } from "./principal.js";
 import { TokenCache } from "./token-cache.js";
@@ -30,6 +32,9 @@ export interface JwtOptions {
   fetchTimeoutMs?: number;
   // Told of JWKS fetches and cache look-ups (metrics).
   observer?: Observer;
+  // Told when tokens name another issuer or audience: a configuration only
+  // the operator can fix, which the caller's 401 alone would not reveal.
+  log?: Pick<Logger, "warn">;
 }
 
 // RFC 9068 access tokens say `at+jwt`; many IdPs (Auth0) say `JWT`.
@@ -42,6 +47,7 @@ export function createJwtAuthenticator(options: JwtOptions): Authenticator {
   let keySet: Promise<JWTVerifyGetKey> | undefined = options.keySet && Promise.resolve(options.keySet);
   const timeoutDuration = options.fetchTimeoutMs ?? 5000;
   const observer = options.observer ?? NO_OBSERVER;
+  const mismatch = mismatchReporter(options);
   // jose's own fetch, counted.
   const jwksFetch = (url: string, init: RequestInit) =>
     fetch(url, init).then(
@@ -97,9 +103,31 @@ export function createJwtAuthenticator(options: JwtOptions): Authenticator {
         cache.set(key, principal, principal.expiresAt ?? 0);
         return principal;
       } catch (err) {
+        mismatch(err);
         throw toConnectError(err);
       }
     },
+  };
+}
+
+// The claim's value from the refused token, bounded: it is the sender's text.
+const bounded = (value: unknown): unknown =>
+  typeof value === "string" ? value.slice(0, 200) : Array.isArray(value) ? value.slice(0, 5).map(bounded) : typeof value;
+
+// One warning a minute per claim (keyed by the claim, never by the sender's
+// value, so random tokens cannot multiply the lines), naming what this server
+// expects and what the token says.
+function mismatchReporter(options: JwtOptions): (err: unknown) => void {
+  const throttle = new LogThrottle(60_000);
+  return (err) => {
+    if (!options.log || !(err instanceof errors.JWTClaimValidationFailed) || (err.claim !== "iss" && err.claim !== "aud")) return;
+    const suppressed = throttle.admit(err.claim);
+    if (suppressed === undefined) return;
+    const expected = err.claim === "iss" ? options.issuer : [options.audience, ...(options.mcpResource ? [options.mcpResource] : [])];
+    options.log.warn(
+      { claim: err.claim, expected, received: bounded(err.payload[err.claim]), suppressed },
+      "access token refused: a claim does not match this server's configuration",
+    );
   };
 }
 
