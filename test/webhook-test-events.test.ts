@@ -201,6 +201,18 @@ describe("send test event limits", () => {
       expect((await post(server, sourceToken)).status).toBe(202);
       const limited = await call(server, "SendWebhookSourceTestEvent", { id: sourceId, ...ORDER });
       expect(limited).toMatchObject({ status: 429, body: { code: "resource_exhausted", message: "rate limit exceeded for this webhook source" } });
+      expect(Number(limited.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+      // The REST mirror's 429 says when to come back too.
+      const viaRest = await fetch(`${server.url}/api/v1/webhook-sources/${sourceId}/send-test-event`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...bearer(token.admin!, "acme") },
+        body: JSON.stringify(ORDER),
+      });
+      expect({ status: viaRest.status, body: await viaRest.json() }).toEqual({
+        status: 429,
+        body: { code: "resource_exhausted", message: "rate limit exceeded for this webhook source" },
+      });
+      expect(Number(viaRest.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
       expect((await post(server, sourceToken)).status).toBe(429);
       expect((await ok(server, "ListEvents", {})).events).toHaveLength(2);
     } finally {

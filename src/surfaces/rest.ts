@@ -100,8 +100,8 @@ export async function restSurface(app: FastifyInstance, opts: { platform: Platfo
           return reply.status(route.successStatus).send(output);
         } catch (err) {
           if (!(err instanceof ConnectError)) app.log.error({ err }, "unhandled REST error");
-          const { status, body } = httpError(err);
-          return reply.status(status).send(body);
+          const { status, body, headers } = httpError(err);
+          return reply.status(status).headers(headers).send(body);
         }
       },
     });
