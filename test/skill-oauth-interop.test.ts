@@ -14,9 +14,12 @@ import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { runCli } from "./support/cli-process.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import {
+  MCP_SCOPE,
   startAuthorizationServer,
+  startLegacyMcp,
   startProtectedMcp,
   type AuthorizationServer,
+  type LegacyMcp,
   type ProtectedMcp,
   type ProtectedMcpOptions,
 } from "./support/oauth-interop.js";
@@ -326,6 +329,56 @@ describe("protected resource metadata discovery", () => {
       "/.well-known/openid-configuration/tenant1",
       "/tenant1/.well-known/openid-configuration",
     ]);
+  });
+});
+
+describe("servers built for MCP 2025-03-26: no protected resource metadata", () => {
+  const PRM_LOCATIONS = ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource", "/mcp/.well-known/oauth-protected-resource"];
+
+  async function legacyMcp(...args: Parameters<typeof startLegacyMcp>): Promise<LegacyMcp> {
+    const mcp = await startLegacyMcp(...args);
+    stops.push(mcp.as.stop);
+    await mcp.as.addClient({ clientId: "agentplane", method: "client_secret_basic", clientSecret: "s3cret" });
+    return mcp;
+  }
+
+  it("takes the token endpoint from the authorization server metadata at the server's own origin", async () => {
+    const mcp = await legacyMcp({ asMetadata: true });
+    const skill = await createSkill(mcp.url, { issuer: mcp.as.issuer, clientId: "agentplane", clientSecret: "s3cret", scopes: [MCP_SCOPE] });
+    expect(skill.toolsRefreshError).toBeUndefined();
+    expect(mcp.as.metadataRequests()).toEqual([...PRM_LOCATIONS, "/.well-known/oauth-authorization-server"]);
+    expect(mcp.as.tokenRequests().at(-1)).toMatchObject({ method: "client_secret_basic", resource: mcp.url });
+    expect(await runEcho(skill.id as string, "legacy")).toMatchObject({ status: "RUN_STATUS_SUCCEEDED", output: { text: "legacy" } });
+    expect(mcp.toolCalls()).toBe(1);
+  });
+
+  it("uses the revision's default token endpoint, <origin>/token, when the server publishes no metadata at all", async () => {
+    const mcp = await legacyMcp({ asMetadata: false });
+    const skill = await createSkill(mcp.url, { issuer: mcp.as.issuer, clientId: "agentplane", clientSecret: "s3cret", scopes: [MCP_SCOPE] });
+    expect(skill.toolsRefreshError).toBeUndefined();
+    expect(mcp.as.metadataRequests()).toEqual([...PRM_LOCATIONS, "/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"]);
+    expect(mcp.as.tokenRequests().at(-1)).toMatchObject({ method: "client_secret_basic", resource: mcp.url });
+    expect(await runEcho(skill.id as string, "defaults")).toMatchObject({ status: "RUN_STATUS_SUCCEEDED", output: { text: "defaults" } });
+  });
+
+  it("asks the configured issuer, elsewhere, when the server advertises no authorization server", async () => {
+    const as = await authorizationServer();
+    await as.addClient({ clientId: "agentplane", method: "client_secret_basic", clientSecret: "s3cret" });
+    const mcp = await protectedMcp(as, { metadataAt: "none" });
+    const skill = await createSkill(mcp.url, { issuer: as.issuer, clientId: "agentplane", clientSecret: "s3cret", scopes: [MCP_SCOPE] });
+    expect(skill.toolsRefreshError).toBeUndefined();
+    expect(mcp.metadataRequests()).toEqual(PRM_LOCATIONS);
+    expect(as.tokenRequests().at(-1)).toMatchObject({ clientId: "agentplane", resource: mcp.resource });
+  });
+
+  it("sends nothing, and says where it looked, when neither the server nor another issuer has metadata", async () => {
+    const mcp = await legacyMcp({ asMetadata: false });
+    const elsewhere = await legacyMcp({ asMetadata: false });
+    const skill = await createSkill(mcp.url, { issuer: elsewhere.as.issuer, clientId: "agentplane", clientSecret: "s3cret" });
+    expect(skill.toolsRefreshError).toContain("skill_auth_failed (authorization server metadata)");
+    expect(skill.toolsRefreshError).toContain(`no metadata for issuer ${elsewhere.as.issuer}`);
+    expect(skill.toolsRefreshError).toContain(`and no protected resource metadata: ${mcp.as.issuer}/.well-known/oauth-protected-resource/mcp HTTP 404`);
+    expect([...mcp.as.tokenRequests(), ...elsewhere.as.tokenRequests()]).toEqual([]);
   });
 });
 

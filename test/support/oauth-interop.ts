@@ -67,6 +67,8 @@ export interface AuthorizationServerOptions {
   issuerPath?: string;
   /** Where the metadata is served (404 elsewhere); default every location. */
   metadataAt?: AsMetadataLocation[];
+  /** Other handlers on the provider's own origin, by path (an MCP 2025-03-26 server's /mcp). */
+  routes?: Record<string, (req: IncomingMessage, res: ServerResponse) => void>;
 }
 
 export interface AuthorizationServer {
@@ -166,6 +168,8 @@ export async function startAuthorizationServer(opts: AuthorizationServerOptions 
   const handler = provider.callback();
   server.on("request", (req: IncomingMessage & { originalUrl?: string }, res: ServerResponse) => {
     const path = (req.url ?? "/").split("?")[0]!;
+    const route = opts.routes?.[path];
+    if (route) return route(req, res);
     if (req.method === "GET" && path.includes("/.well-known/") && req.headers[RAW] === undefined) {
       metadataRequests.push(path);
       const location = locations[path];
@@ -212,7 +216,8 @@ export type ResourceMetadataLocation =
   | "challenge" // /metadata/prm.json, a path only the 401 challenge names
   | "path-inserted" // /.well-known/oauth-protected-resource/mcp
   | "root" // /.well-known/oauth-protected-resource
-  | "seed"; // /mcp/.well-known/oauth-protected-resource
+  | "seed" // /mcp/.well-known/oauth-protected-resource
+  | "none"; // nowhere: a server built for MCP 2025-03-26
 
 export interface ProtectedMcpOptions {
   issuer: string;
@@ -241,7 +246,7 @@ export interface ProtectedMcp {
   close(): Promise<void>;
 }
 
-const METADATA_PATHS: Record<ResourceMetadataLocation, string> = {
+const METADATA_PATHS: Record<Exclude<ResourceMetadataLocation, "none">, string> = {
   challenge: "/metadata/prm.json",
   "path-inserted": "/.well-known/oauth-protected-resource/mcp",
   root: "/.well-known/oauth-protected-resource",
@@ -249,12 +254,52 @@ const METADATA_PATHS: Record<ResourceMetadataLocation, string> = {
 };
 
 export async function startProtectedMcp(opts: ProtectedMcpOptions): Promise<ProtectedMcp> {
+  let base = "";
+  const mcp = protectedMcpHandler(opts, () => base);
+  const http = createServer(mcp.handle);
+  await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+  base = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
+  return {
+    url: `${base}/mcp${opts.query ? `?${opts.query}` : ""}`,
+    resource: mcp.resource(),
+    metadataUrl: opts.metadataAt === "none" ? "" : `${base}${METADATA_PATHS[opts.metadataAt]}`,
+    metadataRequests: mcp.metadataRequests,
+    toolCalls: mcp.toolCalls,
+    close: closer(http),
+  };
+}
+
+export interface LegacyMcp {
+  /** The skill URL, `<origin>/mcp`; the origin is the issuer. */
+  url: string;
+  as: AuthorizationServer;
+  toolCalls(): number;
+}
+
+/**
+ * A server built for MCP 2025-03-26: its own authorization server at its
+ * origin (oidc-provider, token endpoint `/token`), no RFC 9728 metadata;
+ * `asMetadata: false` serves no RFC 8414 / OpenID document either, so only
+ * the revision's default endpoints tell a client where to go.
+ */
+export async function startLegacyMcp(opts: { asMetadata: boolean; methods?: ClientAuthMethod[] }): Promise<LegacyMcp> {
+  // The MCP handler needs the provider's issuer and JWKS, known once it listens.
+  const mounted: { mcp?: ReturnType<typeof protectedMcpHandler> } = {};
+  const as = await startAuthorizationServer({
+    methods: opts.methods,
+    metadataAt: opts.asMetadata ? ["oauth-inserted"] : [],
+    routes: { "/mcp": (req, res) => mounted.mcp!.handle(req, res) },
+  });
+  const mcp = (mounted.mcp = protectedMcpHandler({ issuer: as.issuer, jwksUrl: as.jwksUrl, metadataAt: "none" }, () => as.issuer));
+  return { url: `${as.issuer}/mcp`, as, toolCalls: mcp.toolCalls };
+}
+
+function protectedMcpHandler(opts: ProtectedMcpOptions, origin: () => string) {
   const jwks = createRemoteJWKSet(new URL(opts.jwksUrl));
-  const namesMetadata = opts.challengeNamesMetadata ?? opts.metadataAt === "challenge";
+  const namesMetadata = opts.metadataAt !== "none" && (opts.challengeNamesMetadata ?? opts.metadataAt === "challenge");
   const metadataRequests: string[] = [];
   let calls = 0;
-  let base = "";
-  const resource = () => `${base}${opts.resourcePath ?? "/mcp"}`;
+  const resource = () => `${origin()}${opts.resourcePath ?? "/mcp"}`;
 
   const mcpServer = (): McpServer => {
     const server = new McpServer({ name: "protected-mcp", version: "1.0.0" });
@@ -270,7 +315,7 @@ export async function startProtectedMcp(opts: ProtectedMcpOptions): Promise<Prot
   };
 
   const refuse = (res: ServerResponse, description: string): void => {
-    const params = [...(namesMetadata ? [`resource_metadata="${base}${METADATA_PATHS[opts.metadataAt]}"`] : []), 'error="invalid_token"'];
+    const params = [...(namesMetadata ? [`resource_metadata="${origin()}${METADATA_PATHS[opts.metadataAt as keyof typeof METADATA_PATHS]}"`] : []), 'error="invalid_token"'];
     res.writeHead(401, { "www-authenticate": `Bearer ${params.join(", ")}`, "content-type": "text/plain" }).end(description);
   };
 
@@ -278,7 +323,7 @@ export async function startProtectedMcp(opts: ProtectedMcpOptions): Promise<Prot
     const path = (req.url ?? "/").split("?")[0]!;
     if (req.method === "GET" && Object.values(METADATA_PATHS).includes(path)) {
       metadataRequests.push(path);
-      if (path !== METADATA_PATHS[opts.metadataAt]) return void res.writeHead(404, { "content-type": "text/plain" }).end("Not Found");
+      if (opts.metadataAt === "none" || path !== METADATA_PATHS[opts.metadataAt]) return void res.writeHead(404, { "content-type": "text/plain" }).end("Not Found");
       const doc = {
         resource: resource(),
         authorization_servers: [opts.issuer],
@@ -308,20 +353,15 @@ export async function startProtectedMcp(opts: ProtectedMcpOptions): Promise<Prot
     await transport.handleRequest(req, res);
   };
 
-  const http = createServer((req, res) => {
-    handle(req, res).catch(() => {
-      if (!res.headersSent) res.writeHead(500).end();
-      else res.destroy();
-    });
-  });
-  await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
-  base = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
   return {
-    url: `${base}/mcp${opts.query ? `?${opts.query}` : ""}`,
-    resource: resource(),
-    metadataUrl: `${base}${METADATA_PATHS[opts.metadataAt]}`,
+    handle: (req: IncomingMessage, res: ServerResponse): void => {
+      handle(req, res).catch(() => {
+        if (!res.headersSent) res.writeHead(500).end();
+        else res.destroy();
+      });
+    },
+    resource,
     metadataRequests: () => [...metadataRequests],
     toolCalls: () => calls,
-    close: closer(http),
   };
 }

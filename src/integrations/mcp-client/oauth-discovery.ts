@@ -48,24 +48,27 @@ async function fetchDocument(fetch: FetchLike, url: string, timeoutMs: number, s
   return { missing: "is not a JSON object" };
 }
 
-// The first of `urls` that holds a document `accept` takes, or an error
-// naming every place looked at and what was there.
-async function firstDocument(
+type Search = { doc: Record<string, unknown>; url: string } | { looked: string[]; refused: boolean };
+
+// The first of `urls` that holds a document `accept` takes; else every place
+// looked at and what was there, and whether any held a document refused.
+async function search(
   fetch: FetchLike,
   urls: string[],
   timeoutMs: number,
   step: string,
-  what: string,
   accept: (doc: Record<string, unknown>, url: string) => string | undefined,
-): Promise<{ doc: Record<string, unknown>; url: string }> {
+): Promise<Search> {
   const looked: string[] = [];
+  let refused = false;
   for (const url of urls) {
     const found = await fetchDocument(fetch, url, timeoutMs, step);
     const refusal = "doc" in found ? accept(found.doc, url) : found.missing;
     if (refusal === undefined) return { doc: (found as { doc: Record<string, unknown> }).doc, url };
+    refused ||= "doc" in found;
     looked.push(`${clean(url)} ${refusal}`);
   }
-  throw authFailed(step, `no ${what}: ${looked.join("; ")}`);
+  return { looked, refused };
 }
 
 // The resource a skill URL identifies (RFC 8707 §2, as the MCP authorization
@@ -111,11 +114,19 @@ export interface ResourceMetadata {
   // The resource the server says it is: what tokens are requested for.
   resource: string;
   scopesSupported: string[];
+  // Set when the server publishes none (an MCP 2025-03-26 server): where
+  // it was looked for, for an error that has to say so.
+  absent?: string[];
 }
 
 // RFC 9728 metadata for the skill, with the two checks that keep credentials
 // from going anywhere else: it must describe this skill's URL, and it must
-// name the configured issuer as an authorization server.
+// name the configured issuer as an authorization server. A server built for
+// MCP 2025-03-26 publishes none: its tokens are then asked of the configured
+// issuer for the skill's URL, as the operator said (nothing was advertised
+// that could send them elsewhere). A server that does speak RFC 9728 (its
+// challenge names a metadata URL, or a document describes another resource)
+// is still held to it.
 export async function discoverResourceMetadata(
   fetch: FetchLike,
   mcpUrl: string,
@@ -124,9 +135,14 @@ export async function discoverResourceMetadata(
   timeoutMs: number,
 ): Promise<ResourceMetadata> {
   const step = "resource metadata";
-  const { doc, url } = await firstDocument(fetch, resourceMetadataUrls(mcpUrl, fromChallenge), timeoutMs, step, `protected resource metadata for ${clean(mcpUrl)}`, (doc) =>
+  const found = await search(fetch, resourceMetadataUrls(mcpUrl, fromChallenge), timeoutMs, step, (doc) =>
     describes(doc.resource, mcpUrl) ? undefined : `is for resource "${clean(String(doc.resource))}"`,
   );
+  if (!("doc" in found)) {
+    if (found.refused || fromChallenge) throw authFailed(step, `no protected resource metadata for ${clean(mcpUrl)}: ${found.looked.join("; ")}`);
+    return { resource: resourceOf(mcpUrl).href, scopesSupported: [], absent: found.looked };
+  }
+  const { doc, url } = found;
   const servers = Array.isArray(doc.authorization_servers) ? (doc.authorization_servers as unknown[]) : [];
   if (!servers.includes(issuer))
     throw authFailed(
@@ -146,11 +162,26 @@ export interface AuthorizationServerMetadata {
 // RFC 8414 metadata of the configured issuer, at the locations the MCP
 // authorization specification lists in its order (the SDK's list): RFC 8414
 // path-inserted, OpenID path-inserted, OpenID path-appended (the first and
-// the last alone for an issuer without a path).
-export async function discoverAuthorizationServer(fetch: FetchLike, issuer: string, timeoutMs: number): Promise<AuthorizationServerMetadata> {
+// the last alone for an issuer without a path). `legacy`: the skill's server
+// publishes no resource metadata (MCP 2025-03-26), where a server that is its
+// own authorization server (the issuer is its origin) and publishes no
+// metadata either has the default token endpoint, `<origin>/token`.
+export async function discoverAuthorizationServer(
+  fetch: FetchLike,
+  issuer: string,
+  timeoutMs: number,
+  legacy?: { mcpUrl: string; absent: string[] },
+): Promise<AuthorizationServerMetadata> {
   const step = "authorization server metadata";
   const urls = buildDiscoveryUrls(issuer).map(({ url }) => url.href);
-  const { doc, url } = await firstDocument(fetch, urls, timeoutMs, step, `metadata for issuer ${issuer}`, () => undefined);
+  const found = await search(fetch, urls, timeoutMs, step, () => undefined);
+  if (!("doc" in found)) {
+    const origin = new URL(legacy?.mcpUrl ?? issuer).origin;
+    if (legacy && !found.refused && withoutSlash(issuer) === origin) return { tokenEndpoint: `${origin}/token` };
+    const noResource = legacy ? `; and no protected resource metadata: ${legacy.absent.join("; ")}` : "";
+    throw authFailed(step, `no metadata for issuer ${issuer}: ${found.looked.join("; ")}${noResource}`);
+  }
+  const { doc, url } = found;
   // RFC 8414 §3.3: a document for another issuer must not be used.
   if (doc.issuer !== issuer) throw authFailed(step, `${clean(url)} describes issuer "${clean(String(doc.issuer))}", not ${issuer}`);
   if (typeof doc.token_endpoint !== "string" || !URL.canParse(doc.token_endpoint)) throw authFailed(step, `${clean(url)} has no token_endpoint`);

@@ -97,7 +97,9 @@ export class OAuthSession {
 
   async #requestToken(scope: string): Promise<string> {
     this.#resource ??= await discoverResourceMetadata(this.fetch, this.config.mcpUrl, this.config.issuer, undefined, this.discoveryTimeoutMs);
-    const server = (this.#server ??= await discoverAuthorizationServer(this.fetch, this.config.issuer, this.discoveryTimeoutMs));
+    const { absent } = this.#resource;
+    const legacy = absent && { mcpUrl: this.config.mcpUrl, absent };
+    const server = (this.#server ??= await discoverAuthorizationServer(this.fetch, this.config.issuer, this.discoveryTimeoutMs, legacy));
     const choice = chooseMethod(this.config, server.authMethods);
     if ("refusal" in choice) throw authFailed("token request", choice.refusal);
     const { method } = choice;
