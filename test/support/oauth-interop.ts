@@ -18,6 +18,9 @@
  *   exp, scope), serves its RFC 9728 metadata at exactly one of the four
  *   locations a client may look, and can refuse authenticated requests with
  *   a 403.
+ * - startLegacyMcp: a server built for MCP 2025-03-26, its own authorization
+ *   server at its origin, with no resource metadata (and optionally no
+ *   authorization server metadata either).
  */
 import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
