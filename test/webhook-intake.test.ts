@@ -3,10 +3,14 @@
 // spends none of the tenant's bytes in flight; a captured GitHub body cannot
 // be replayed under a new delivery id or event header; unknown tokens and
 // source ids cost one store query per key, not one per request.
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes, randomUUID } from "node:crypto";
 import { request, type IncomingMessage } from "node:http";
 import { sign as githubSign } from "@octokit/webhooks-methods";
 import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
+import { SecretBox } from "../src/lib/secret-box.js";
+import { webhookTokenDigest } from "../src/lib/webhook-token.js";
+import { LookupCache } from "../src/service/lookup-cache.js";
+import { signingSecretContext } from "../src/service/webhook-deliveries.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { bearer, connectMust, sqliteRows, startServer, type TestServer } from "./support/server.js";
 
@@ -186,5 +190,119 @@ describe("a stranger trickling bodies at a signed source's URL", () => {
       body: { error: "deadline_exceeded", message: "the body of a signed delivery must arrive within 200 ms" },
       connection: "close",
     });
+  });
+});
+
+describe("a captured GitHub delivery", () => {
+  let server: TestServer;
+  afterAll(() => server?.close());
+
+  it("is a duplicate under a new delivery id or event header; a redelivery from GitHub too", async () => {
+    server = await startServer({ authenticator: issuer.authenticator(60), webhook: { maxBytes: 8192, ratePerSecond: 1000, burst: 1000 } });
+    await server.seedTenant("acme", [{ subject: issuer.clientId, role: "admin" }]);
+    const github = await githubSource(server, "repo");
+    const body = JSON.stringify({ action: "opened", number: 7, pull_request: { title: "t" } });
+    const digest = `sha256:${createHash("sha256").update(body).digest("hex")}`;
+
+    const first = await send(github.url, body, await githubHeaders(github.secret, body, "pull_request", "delivery-1"));
+    expect(first).toMatchObject({ status: 202 });
+    const duplicate = { status: 200, body: { event_id: first.body.event_id, duplicate: true } };
+    // GitHub's own redelivery: the same id and body.
+    expect(await send(github.url, body, await githubHeaders(github.secret, body, "pull_request", "delivery-1"))).toEqual(duplicate);
+    // The body replayed by whoever captured it, under headers GitHub does not sign.
+    expect(await send(github.url, body, await githubHeaders(github.secret, body, "pull_request", "delivery-2"))).toEqual(duplicate);
+    expect(await send(github.url, body, await githubHeaders(github.secret, body, "issues", "delivery-3"))).toEqual(duplicate);
+    expect(await send(github.url, body, { "x-github-event": "release", "x-hub-signature-256": await githubSign(github.secret, body) })).toEqual(duplicate);
+
+    const events = sqliteRows<{ event_type: string; idempotency_key: string }>(server, "select event_type, idempotency_key from events");
+    expect(events).toEqual([{ event_type: "github.pull_request.opened", idempotency_key: digest }]);
+    // Another body is another event.
+    const other = JSON.stringify({ action: "closed", number: 7, pull_request: { title: "t" } });
+    expect(await send(github.url, other, await githubHeaders(github.secret, other, "pull_request", "delivery-1"))).toMatchObject({ status: 202 });
+  });
+});
+
+describe.each(["sqlite", "postgres"] as const)("unknown tokens and source ids (%s)", (engine) => {
+  let server: TestServer;
+  afterAll(() => server?.close());
+
+  // The store's source lookups, by key, as the server makes them.
+  function countLookups(s: TestServer) {
+    const byDigest: string[] = [];
+    const byId: string[] = [];
+    const webhooks = s.store.webhooks;
+    const findByDigest = webhooks.findSourceByTokenDigest.bind(webhooks);
+    const findById = webhooks.findSourceById.bind(webhooks);
+    webhooks.findSourceByTokenDigest = (digest, now) => (byDigest.push(digest), findByDigest(digest, now));
+    webhooks.findSourceById = (id) => (byId.push(id), findById(id));
+    return { byDigest, byId };
+  }
+
+  // Resolves once the store has signalled a change to webhook sources.
+  const sourcesChanged = (s: TestServer) =>
+    new Promise<void>((resolve) => {
+      const stop = s.store.signals.onChanged((table) => {
+        if (table !== undefined && table !== "webhook_sources") return;
+        stop();
+        resolve();
+      });
+    });
+
+  it("cost one store query per key while unknown; a source created with that key works once the store signals it", async () => {
+    const secrets = new SecretBox(randomBytes(32));
+    server = await startServer({ authenticator: issuer.authenticator(60), store: engine, secrets, webhook: { maxBytes: 4096, ratePerSecond: 1000, burst: 1000 } });
+    const tenantId = await server.seedTenant("acme", [{ subject: issuer.clientId, role: "admin" }]);
+    const lookups = countLookups(server);
+    const event = JSON.stringify({ event_type: "order.created", payload: { id: "o-1" } });
+    const unauthenticated = { status: 401, body: { error: "unauthenticated", message: "invalid or missing webhook token" } };
+
+    // One unknown token, 10 posts at once and 10 one after another.
+    const token = `whk_${randomBytes(32).toString("base64url")}`;
+    for (const res of await Promise.all(Array.from({ length: 10 }, () => postEvent(server, token, event)))) expect(res).toEqual(unauthenticated);
+    for (let i = 0; i < 10; i++) expect(await postEvent(server, token, event)).toEqual(unauthenticated);
+    expect(lookups.byDigest).toEqual([webhookTokenDigest(token)]);
+    // Another unknown token is another query.
+    const other = `whk_${randomBytes(32).toString("base64url")}`;
+    expect(await postEvent(server, other, event)).toEqual(unauthenticated);
+    expect(lookups.byDigest).toEqual([webhookTokenDigest(token), webhookTokenDigest(other)]);
+
+    // The same for a signed source's id in the URL.
+    const id = `src_${randomUUID()}`;
+    const url = `${server.url}/webhooks/sources/${id}`;
+    const secret = randomBytes(32).toString("hex");
+    const push = JSON.stringify({ ref: "refs/heads/main" });
+    for (const res of await Promise.all(Array.from({ length: 10 }, async () => send(url, push, await githubHeaders(secret, push, "push")))))
+      expect(res).toEqual(unauthenticated);
+    for (let i = 0; i < 10; i++) expect(await send(url, push, await githubHeaders(secret, push, "push"))).toEqual(unauthenticated);
+    expect(lookups.byId).toEqual([id]);
+
+    // Sources with that token and that id (through the store, the only way to
+    // choose them): the change signal forgets the misses at once.
+    const t = Date.now();
+    const fields = { tenantId, enabled: true, createTime: t, updateTime: t };
+    let changed = sourcesChanged(server);
+    await server.store.webhookSources.insert({ ...fields, id: `src_${randomUUID()}`, name: "late", kind: "envelope", tokenDigest: webhookTokenDigest(token) });
+    await changed;
+    expect(await postEvent(server, token, event)).toMatchObject({ status: 202 });
+    changed = sourcesChanged(server);
+    await server.store.webhookSources.insert({ ...fields, id, name: "late-signed", kind: "github", signingSecret: secrets.seal(secret, signingSecretContext(id)) });
+    await changed;
+    expect(await send(url, push, await githubHeaders(secret, push, "push"))).toMatchObject({ status: 202 });
+  });
+});
+
+describe("the list of unknown keys", () => {
+  it("holds at most its number of entries, oldest out first, each for its time", async () => {
+    let now = 0;
+    const cache = new LookupCache<string>({ maxEntries: 10, maxWeight: 10 }, undefined, { maxEntries: 3, ttlMs: 1000 }, () => now);
+    const asked: string[] = [];
+    const absent = (key: string) => cache.load(key, async () => (asked.push(key), undefined));
+    for (const key of ["a", "b", "c", "d"]) await absent(key);
+    // "a" went out for "d"; the others are still known absent.
+    for (const key of ["b", "c", "d", "a"]) await absent(key);
+    expect(asked).toEqual(["a", "b", "c", "d", "a"]);
+    now = 1000;
+    await absent("c");
+    expect(asked.at(-1)).toBe("c");
   });
 });
