@@ -200,14 +200,18 @@ export async function webhookSurface(
     });
 
     // The body as it arrives, cut off with a 408 when it is not all in on time.
-    signed.addHook("preParsing", async (_req, _reply, payload) => {
+    signed.addHook("preParsing", async (_req, reply, payload) => {
       const bounded = new PassThrough();
+      // Nobody reads it when the answer came first (415): its error must not
+      // be an unhandled one.
+      bounded.on("error", () => {});
       const timer = setTimeout(() => {
         payload.unpipe(bounded);
         bounded.destroy(new BodyTimeout(`the body of a signed delivery must arrive within ${signedBodyTimeoutMs} ms`));
       }, signedBodyTimeoutMs);
       const done = () => clearTimeout(timer);
       payload.once("end", done).once("close", done);
+      reply.raw.once("close", done);
       payload.once("error", (err) => {
         done();
         bounded.destroy(err);
