@@ -292,6 +292,35 @@ describe.each(["sqlite", "postgres"] as const)("unknown tokens and source ids (%
     await changed;
     expect(await send(url, push, await githubHeaders(secret, push, "push"))).toMatchObject({ status: 202 });
   });
+
+  it("forgets a miss when another process creates the source", async () => {
+    const other = await startServer({
+      authenticator: issuer.authenticator(60),
+      ...(engine === "sqlite" ? { dir: server.dir } : { store: "postgres" as const, databaseUrl: server.databaseUrl }),
+    });
+    try {
+      const tenant = await other.store.tenants.get("acme");
+      const token = `whk_${randomBytes(32).toString("base64url")}`;
+      const event = JSON.stringify({ event_type: "order.created", payload: { id: "o-2" } });
+      expect(await postEvent(server, token, event)).toMatchObject({ status: 401 });
+      const changed = sourcesChanged(server);
+      const t = Date.now();
+      await other.store.webhookSources.insert({
+        id: `src_${randomUUID()}`,
+        tenantId: tenant!.id,
+        name: "elsewhere",
+        enabled: true,
+        kind: "envelope",
+        tokenDigest: webhookTokenDigest(token),
+        createTime: t,
+        updateTime: t,
+      });
+      await changed;
+      expect(await postEvent(server, token, event)).toMatchObject({ status: 202 });
+    } finally {
+      await other.close();
+    }
+  });
 });
 
 describe("the list of unknown keys", () => {
