@@ -24,7 +24,7 @@ import { createOutboundFetch, DEFAULT_OUTBOUND, type OutboundOptions } from "./i
 import { createSkillPool } from "./integrations/skill-pool-factory.js";
 import type { SkillPool } from "./integrations/mcp-client/skill-pool.js";
 import { restSurface } from "./surfaces/rest.js";
-import { DEFAULT_TENANT_INFLIGHT_BYTES } from "./surfaces/inflight-bytes.js";
+import { DEFAULT_SIGNED_BODY_TIMEOUT_MS, DEFAULT_TENANT_INFLIGHT_BYTES } from "./surfaces/inflight-bytes.js";
 import { webhookSurface } from "./surfaces/webhooks.js";
 import type { Scheduler } from "./runtime/scheduler.js";
 import type { Worker } from "./runtime/worker.js";
@@ -48,8 +48,9 @@ export interface AppOptions {
   metricsToken?: string;
   devIssuer?: DevIssuer;
   // `tenantInflightBytes`: body bytes one tenant may have in flight (default
-  // DEFAULT_TENANT_INFLIGHT_BYTES).
-  webhook?: { maxBytes: number; ratePerSecond: number; burst: number; tenantInflightBytes?: number };
+  // DEFAULT_TENANT_INFLIGHT_BYTES); `signedBodyTimeoutMs`: time a signed
+  // delivery's body has to arrive (default DEFAULT_SIGNED_BODY_TIMEOUT_MS).
+  webhook?: { maxBytes: number; ratePerSecond: number; burst: number; tenantInflightBytes?: number; signedBodyTimeoutMs?: number };
   // Executes runs on this thread (tests; `AGENTPLANE_WORKER_THREADS=0`).
   runtime?: RuntimeOptions;
   // Executes runs elsewhere in this process (worker threads). With neither,
@@ -206,6 +207,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
       deliveries: platform.deliveries,
       maxBytes: options.webhook?.maxBytes ?? 1024 * 1024,
       tenantInflightBytes: options.webhook?.tenantInflightBytes ?? DEFAULT_TENANT_INFLIGHT_BYTES,
+      signedBodyTimeoutMs: options.webhook?.signedBodyTimeoutMs ?? DEFAULT_SIGNED_BODY_TIMEOUT_MS,
       observer,
     });
     if (options.devIssuer) await server.register(devIssuerSurface, { issuer: options.devIssuer });

@@ -12,7 +12,7 @@ import { openFileLimit } from "./lib/open-file-limit.js";
 import type { ConsoleSettings } from "./surfaces/console.js";
 import { DEFAULT_HTTP_LIMITS, type HttpLimits } from "./surfaces/http-limits.js";
 import { DEFAULT_STREAM_LIMITS, type StreamLimits } from "./service/streams.js";
-import { DEFAULT_TENANT_INFLIGHT_BYTES } from "./surfaces/inflight-bytes.js";
+import { DEFAULT_SIGNED_BODY_TIMEOUT_MS, DEFAULT_TENANT_INFLIGHT_BYTES } from "./surfaces/inflight-bytes.js";
 
 export type AuthConfig =
   | ({ mode: "jwt" } & Required<Pick<JwtOptions, "issuer" | "audience" | "algorithms" | "clockToleranceSeconds">> & Pick<JwtOptions, "jwksUrl">)
@@ -48,6 +48,8 @@ export interface Config extends StoreConfig {
   webhookBurst: number;
   // Webhook body bytes one tenant may have in flight in one process.
   webhookTenantInflightBytes: number;
+  // Time a signed delivery's body has to arrive once its headers are in.
+  webhookSignedBodyTimeoutMs: number;
   // Deepest nesting of a webhook payload or run input.
   jsonMaxDepth: number;
   quotas: Quotas;
@@ -396,6 +398,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     webhookRatePerSecond: positiveInt(env, "AGENTPLANE_WEBHOOK_RATE_PER_SECOND", 100, problems),
     webhookBurst: positiveInt(env, "AGENTPLANE_WEBHOOK_BURST", 200, problems),
     webhookTenantInflightBytes: positiveInt(env, "AGENTPLANE_WEBHOOK_TENANT_INFLIGHT_BYTES", DEFAULT_TENANT_INFLIGHT_BYTES, problems),
+    webhookSignedBodyTimeoutMs: positiveInt(env, "AGENTPLANE_WEBHOOK_SIGNED_BODY_TIMEOUT_MS", DEFAULT_SIGNED_BODY_TIMEOUT_MS, problems),
     jsonMaxDepth: positiveInt(env, "AGENTPLANE_WEBHOOK_MAX_DEPTH", DEFAULT_JSON_MAX_DEPTH, problems),
     quotas: parseQuotas(env, problems),
     workerConcurrency: positiveInt(env, "AGENTPLANE_WORKER_CONCURRENCY", 8, problems),

@@ -187,8 +187,10 @@ describe("a webhook source changed through one process", () => {
 
 // A signed source is served from a cache by id (the delivery's URL names it).
 describe("a signed webhook source changed through one process", () => {
-  const body = JSON.stringify({ ref: "refs/heads/main" });
+  // A push of its own each time: GitHub deliveries are keyed by their body.
+  let pushes = 0;
   const deliver = async (server: TestServer, url: string, secret: string) => {
+    const body = JSON.stringify({ ref: "refs/heads/main", after: `sha-${++pushes}` });
     const path = new URL(url).pathname;
     const res = await fetch(`${server.url}${path}`, {
       method: "POST",

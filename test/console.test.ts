@@ -305,9 +305,10 @@ describe("console in Chromium, jwt mode, login at oidc-provider", () => {
     expect(await admin.getByRole("button", { name: "Rotate token" }).count()).toBe(0);
     await screenshot(admin, "signed-source-created");
 
-    // GitHub's signature with that secret is accepted, mapped to repo.push.
-    const body = JSON.stringify({ ref: "refs/heads/main" });
-    const deliver = async (key: string) =>
+    // GitHub's signature with that secret is accepted, mapped to repo.push
+    // (a push of its own each time: GitHub deliveries are keyed by their body).
+    let pushes = 0;
+    const deliver = async (key: string, body = JSON.stringify({ ref: "refs/heads/main", after: `sha-${++pushes}` })) =>
       (
         await fetch(url, {
           method: "POST",

@@ -4,7 +4,7 @@
 // payload and idempotency key each kind derives; rotation overlap; the
 // source's JSONata mapping; and the refusals of SPEC §4's table.
 import { request } from "node:http";
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { sign as githubSign } from "@octokit/webhooks-methods";
 import { Webhook } from "standardwebhooks";
 import Stripe from "stripe";
@@ -88,6 +88,9 @@ function standardHeaders(secret: string, body: string, id = `msg_${randomBytes(8
 async function githubHeaders(secret: string, body: string, event: string, delivery = randomBytes(16).toString("hex")) {
   return { "x-github-event": event, "x-github-delivery": delivery, "x-hub-signature-256": await githubSign(secret, body) };
 }
+
+// The idempotency key of a GitHub delivery: its body's digest (GitHub signs nothing else).
+const bodyDigest = (body: string) => `sha256:${createHash("sha256").update(body).digest("hex")}`;
 
 const stripeHeaders = (secret: string, body: string, timestamp?: number) => ({
   "stripe-signature": stripe.webhooks.generateTestHeaderString({ payload: body, secret, ...(timestamp === undefined ? {} : { timestamp }) }),
@@ -201,11 +204,11 @@ describe("signed webhook sources", () => {
       source = await newSource(server, "WEBHOOK_SOURCE_KIND_GITHUB");
     });
 
-    it("types events github.<event>[.<action>], keys them by X-GitHub-Delivery, and keeps the body as payload", async () => {
+    it("types events github.<event>[.<action>], keys them by the signed body's digest, and keeps the body as payload", async () => {
       expect(source.secret).toMatch(/^[0-9a-f]{64}$/);
       const push = await deliver(source.url, pushBody, await githubHeaders(source.secret, pushBody, "push", "delivery-push-1"));
       expect(push).toMatchObject({ status: 202, body: { matched_triggers: 1 } });
-      expect(stored(server, push.body.event_id)).toEqual({ event_type: "github.push", payload: JSON.parse(pushBody), idempotency_key: "delivery-push-1", runs: 1 });
+      expect(stored(server, push.body.event_id)).toEqual({ event_type: "github.push", payload: JSON.parse(pushBody), idempotency_key: bodyDigest(pushBody), runs: 1 });
 
       const pr = JSON.stringify({ action: "review_requested", number: 7, pull_request: { title: "t" } });
       const opened = await deliver(source.url, pr, await githubHeaders(source.secret, pr, "pull_request"));
@@ -402,7 +405,7 @@ describe("signed webhook sources", () => {
       expect(stored(server, res.body.event_id)).toEqual({
         event_type: "repo.pushed",
         payload: { repo: "acme/shop", by: "octocat", derived: "github.push" },
-        idempotency_key: "mapped-1",
+        idempotency_key: bodyDigest(pushBody),
         runs: 1,
       });
     });
@@ -492,10 +495,12 @@ describe("signed webhook rate limit", () => {
     try {
       await server.seedTenant("acme", [{ subject: issuer.clientId, role: "admin" }]);
       const source = await newSource(server, "WEBHOOK_SOURCE_KIND_GITHUB");
-      for (let i = 0; i < 5; i++) expect((await deliver(source.url, pushBody, await githubHeaders("forged", pushBody, "push"))).status).toBe(401);
-      expect((await deliver(source.url, pushBody, await githubHeaders(source.secret, pushBody, "push"))).status).toBe(202);
-      expect((await deliver(source.url, pushBody, await githubHeaders(source.secret, pushBody, "push"))).status).toBe(202);
-      const limited = await deliver(source.url, pushBody, await githubHeaders(source.secret, pushBody, "push"));
+      // Three pushes (three bodies: the same body again would be a duplicate).
+      const push = (n: number) => JSON.stringify({ ...(JSON.parse(pushBody) as Json), after: `sha-${n}` });
+      for (let i = 0; i < 5; i++) expect((await deliver(source.url, push(1), await githubHeaders("forged", push(1), "push"))).status).toBe(401);
+      expect((await deliver(source.url, push(1), await githubHeaders(source.secret, push(1), "push"))).status).toBe(202);
+      expect((await deliver(source.url, push(2), await githubHeaders(source.secret, push(2), "push"))).status).toBe(202);
+      const limited = await deliver(source.url, push(3), await githubHeaders(source.secret, push(3), "push"));
       expect(limited).toMatchObject({ status: 429, body: { error: "resource_exhausted" } });
       expect(Number(limited.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
     } finally {

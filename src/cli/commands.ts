@@ -208,6 +208,7 @@ async function serveWith(config: Config, logger: Logger, metrics: Metrics, authe
       ratePerSecond: config.webhookRatePerSecond,
       burst: config.webhookBurst,
       tenantInflightBytes: config.webhookTenantInflightBytes,
+      signedBodyTimeoutMs: config.webhookSignedBodyTimeoutMs,
     },
     outbound: config.outbound,
     expressions: expressionOptions(config),

@@ -10,6 +10,7 @@ export const WEBHOOK_OUTCOMES = [
   "duplicate",
   "unauthenticated",
   "invalid",
+  "timed_out",
   "too_large",
   "unsupported_media_type",
   "rate_limited",

@@ -8,20 +8,33 @@ export interface CacheLimits {
   maxWeight: number;
 }
 
+// Keys found absent, remembered apart from the values (so made-up keys can
+// neither evict values nor grow memory past `maxEntries`, oldest out first).
+export interface MissLimits {
+  maxEntries: number;
+  // How long a miss is believed without a change signal; a change to the
+  // table forgets every miss at once.
+  ttlMs: number;
+}
+
 // A bounded map of values loaded from the store, least recently used out
-// first. Only values that exist are kept (a lookup of something absent is not
-// remembered, so made-up keys cannot fill it). Concurrent loads of one key
-// share one query. clear() also voids the loads under way: a value read
-// before a change must not be cached after the change dropped the cache.
+// first; with `misses`, keys found absent too, for a while. Concurrent loads
+// of one key share one query. clear() also voids the loads under way: a
+// value (or absence) read before a change must not be cached after the
+// change dropped the cache.
 export class LookupCache<V> {
   readonly #entries = new Map<string, { value: V; weight: number }>();
   readonly #loading = new Map<string, Promise<V | undefined>>();
+  // Key → until when it is known absent.
+  readonly #misses = new Map<string, number>();
   #weight = 0;
   #generation = 0;
 
   constructor(
     private readonly limits: CacheLimits,
     private readonly weigh: (value: V) => number = () => 1,
+    private readonly misses?: MissLimits,
+    private readonly now: () => number = Date.now,
   ) {}
 
   get size(): number {
@@ -38,6 +51,7 @@ export class LookupCache<V> {
   }
 
   load(key: string, fetch: () => Promise<V | undefined>): Promise<V | undefined> {
+    if (this.#missed(key)) return Promise.resolve(undefined);
     let pending = this.#loading.get(key);
     if (pending) return pending;
     const generation = this.#generation;
@@ -46,6 +60,7 @@ export class LookupCache<V> {
         if (generation !== this.#generation) return value;
         this.#loading.delete(key);
         if (value !== undefined) this.#set(key, value);
+        else this.#miss(key);
         return value;
       },
       (err: unknown) => {
@@ -68,7 +83,22 @@ export class LookupCache<V> {
     this.#generation++;
     this.#entries.clear();
     this.#loading.clear();
+    this.#misses.clear();
     this.#weight = 0;
+  }
+
+  #missed(key: string): boolean {
+    const until = this.#misses.get(key);
+    if (until === undefined) return false;
+    if (until > this.now()) return true;
+    this.#misses.delete(key);
+    return false;
+  }
+
+  #miss(key: string): void {
+    if (!this.misses || this.misses.maxEntries < 1) return;
+    if (this.#misses.size >= this.misses.maxEntries) this.#misses.delete(this.#misses.keys().next().value!);
+    this.#misses.set(key, this.now() + this.misses.ttlMs);
   }
 
   #set(key: string, value: V): void {
@@ -89,12 +119,17 @@ export interface LookupLimits {
   // Webhook sources by token digest, and signed sources by id (each its own
   // cache of this size).
   sources: CacheLimits;
+  // Unknown token digests and source ids (each its own list of this size):
+  // without them every unauthenticated post cost a store query.
+  misses: MissLimits;
   // Trigger indexes by tenant and source; the weight is their triggers.
   triggers: CacheLimits;
 }
 
 export const DEFAULT_LOOKUP_LIMITS: LookupLimits = {
   sources: { maxEntries: 10_000, maxWeight: 10_000 },
+  // As long as the introspection cache believes a refused access token.
+  misses: { maxEntries: 10_000, ttlMs: 10_000 },
   triggers: { maxEntries: 10_000, maxWeight: 200_000 },
 };
 
@@ -118,8 +153,8 @@ export class WebhookLookups {
     private readonly store: Store,
     limits: LookupLimits = DEFAULT_LOOKUP_LIMITS,
   ) {
-    this.#sources = new LookupCache(limits.sources);
-    this.#sourcesById = new LookupCache(limits.sources);
+    this.#sources = new LookupCache(limits.sources, undefined, limits.misses);
+    this.#sourcesById = new LookupCache(limits.sources, undefined, limits.misses);
     this.#triggers = new LookupCache(limits.triggers, (index) => index.size + 1);
     store.signals.onChanged((table: CachedTable | undefined) => {
       if (table === undefined || table === "webhook_sources") {

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { SandboxBacklogError, type ExpressionSandbox, type Outcome } from "../integrations/expressions/sandbox.js";
 import type { SecretBox } from "../lib/secret-box.js";
@@ -60,9 +61,16 @@ function parseBody(delivery: Delivery): unknown {
   }
 }
 
+// GitHub signs only the body: its delivery id and event headers can be
+// changed at will. Keyed by the body's digest, a captured delivery re-sent
+// under a new delivery id or event type is a duplicate for as long as the
+// idempotency window; a redelivery from GitHub (same id, same body) is too.
+const githubIdempotencyKey = (raw: Buffer) => `sha256:${createHash("sha256").update(raw).digest("hex")}`;
+
 // Each kind's event type, payload and idempotency key (see the proto's
 // WebhookSourceKind and docs/guide/signed-webhooks.md).
-function derive(kind: SignedKind, body: unknown, headers: RequestHeaders): Derived {
+function derive(kind: SignedKind, delivery: Delivery, body: unknown): Derived {
+  const { headers } = delivery;
   const fields = isObject(body) ? body : {};
   const notAnObject = isObject(body) ? undefined : invalidArgument("body", "must be a JSON object");
   switch (kind) {
@@ -85,7 +93,7 @@ function derive(kind: SignedKind, body: unknown, headers: RequestHeaders): Deriv
         eventType: event ? `github.${event}${action}` : undefined,
         payload: isObject(body) ? body : undefined,
         problem: notAnObject ?? (event ? undefined : invalidArgument("X-GitHub-Event", "is required")),
-        idempotencyKey: header(headers, "x-github-delivery"),
+        idempotencyKey: githubIdempotencyKey(delivery.body),
       };
     }
     case "stripe": {
@@ -177,7 +185,7 @@ export function createWebhookDeliveries({ ingestion, lookups, secrets, sandbox, 
 
     // A verified delivery in as an event.
     async receive(source: WebhookSourceRow, delivery: Delivery): Promise<Accepted> {
-      const derived = derive(source.kind as SignedKind, parseBody(delivery), delivery.headers);
+      const derived = derive(source.kind as SignedKind, delivery, parseBody(delivery));
       if (source.mapping) {
         const event = await mapped(source, { body: derived.body, headers: mappingHeaders(delivery.headers), event_type: derived.eventType });
         return ingestion.accept(source, event, derived.idempotencyKey);

@@ -7,6 +7,11 @@
 // One body of the default largest size, or several smaller ones.
 export const DEFAULT_TENANT_INFLIGHT_BYTES = 1024 * 1024;
 
+// A signed delivery's body is charged to nobody until its signature is
+// checked, so it has only this long to arrive: a provider posts at once, and
+// 10 s is 1 MiB at under 1 Mbit/s.
+export const DEFAULT_SIGNED_BODY_TIMEOUT_MS = 10_000;
+
 export class InflightBytes {
   readonly #held = new Map<string, number>();
 

@@ -1,3 +1,4 @@
+import { PassThrough } from "node:stream";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
@@ -17,9 +18,13 @@ export interface WebhookSurfaceOptions {
   observer?: Observer;
   // Body bytes one tenant may have in flight in this process; past it, 429.
   tenantInflightBytes: number;
+  // Time a signed delivery's body has to arrive once its headers are in;
+  // past it, 408 and the connection is closed.
+  signedBodyTimeoutMs: number;
 }
 
-// What an admitted request holds until it is answered and its handler is done.
+// A request of a known source: the bytes it holds of its tenant's share
+// (none until it is admitted) until it is answered and its handler is done.
 interface Admitted {
   source: WebhookSourceRow;
   bytes: number;
@@ -27,7 +32,12 @@ interface Admitted {
   rated: boolean;
   handling: boolean;
   closed: boolean;
-  released: boolean;
+}
+
+// A signed delivery's body still arriving after `signedBodyTimeoutMs`.
+class BodyTimeout extends Error {
+  readonly code = "WEBHOOK_BODY_TIMEOUT";
+  readonly statusCode = 408;
 }
 
 // What each answer means for the sender; 429 is the rate limit until the
@@ -37,6 +47,7 @@ const OUTCOMES: Record<number, WebhookOutcome> = {
   200: "duplicate",
   400: "invalid",
   401: "unauthenticated",
+  408: "timed_out",
   413: "too_large",
   415: "unsupported_media_type",
   429: "rate_limited",
@@ -62,34 +73,37 @@ const first = (value: string | string[] | undefined) => (Array.isArray(value) ? 
 // only be checked on the whole body (its scope below says in which order).
 export async function webhookSurface(
   app: FastifyInstance,
-  { ingestion, deliveries, maxBytes, tenantInflightBytes, observer = NO_OBSERVER }: WebhookSurfaceOptions,
+  { ingestion, deliveries, maxBytes, tenantInflightBytes, signedBodyTimeoutMs, observer = NO_OBSERVER }: WebhookSurfaceOptions,
 ): Promise<void> {
   // The source of every authenticated request (its tenant labels the outcome).
   const sources = new WeakMap<FastifyRequest, WebhookSourceRow>();
-  // Requests past the rate limit and the tenant's bytes in flight.
+  // Requests of a known source, and the tenant's bytes in flight they hold.
   const admitted = new WeakMap<FastifyRequest, Admitted>();
   const inflight = new InflightBytes(tenantInflightBytes);
   const release = (a: Admitted) => {
-    if (a.released) return;
-    a.released = true;
+    if (!a.bytes) return;
     inflight.give(a.source.tenantId, a.bytes);
+    a.bytes = 0;
   };
 
-  // Holds the source's tenant's share of bytes in flight until the answer is
-  // out (or the connection gone) and the handler is done: a sender that
-  // hangs up after its body still holds its share while that body is
-  // processed.
-  const hold = (req: FastifyRequest, reply: FastifyReply, source: WebhookSourceRow, rated: boolean): void => {
-    const declared = Number(req.headers["content-length"]);
-    const bytes = Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, maxBytes) : maxBytes;
-    if (!inflight.take(source.tenantId, bytes))
-      throw new ConnectError("this tenant has too many webhook bytes in flight; retry later", Code.ResourceExhausted, { "retry-after": "1" });
-    const a: Admitted = { source, bytes, rated, handling: false, closed: false, released: false };
+  // Follows the request of a known source from now until the answer is out
+  // (or the connection gone) and the handler is done: a sender that hangs
+  // up after its body still holds its share while that body is processed.
+  const track = (req: FastifyRequest, reply: FastifyReply, source: WebhookSourceRow): Admitted => {
+    const a: Admitted = { source, bytes: 0, rated: false, handling: false, closed: reply.raw.destroyed };
     admitted.set(req, a);
     reply.raw.once("close", () => {
       a.closed = true;
       if (!a.handling) release(a);
     });
+    return a;
+  };
+  // Takes `bytes` of the tenant's share for the request, or refuses it (429).
+  const charge = (a: Admitted, bytes: number): void => {
+    if (!inflight.take(a.source.tenantId, bytes))
+      throw new ConnectError("this tenant has too many webhook bytes in flight; retry later", Code.ResourceExhausted, { "retry-after": "1" });
+    a.bytes = bytes;
+    if (a.closed && !a.handling) release(a);
   };
   const handle = async <T>(req: FastifyRequest, work: (a: Admitted) => Promise<T>): Promise<T> => {
     const a = admitted.get(req)!;
@@ -108,7 +122,8 @@ export async function webhookSurface(
 
   app.removeAllContentTypeParsers();
 
-  app.setErrorHandler((err: FastifyError | ConnectError, _req, reply) => {
+  app.setErrorHandler((err: FastifyError | ConnectError | BodyTimeout, _req, reply) => {
+    if (err instanceof BodyTimeout) return reply.status(408).send({ error: "deadline_exceeded", message: err.message });
     if (err instanceof ConnectError) {
       const retryAfter = err.metadata.get("retry-after");
       if (retryAfter) void reply.header("retry-after", retryAfter);
@@ -142,8 +157,13 @@ export async function webhookSurface(
       const source = await ingestion.authenticate(first(req.headers["x-webhook-token"]));
       sources.set(req, source);
       noteTenant(req, { id: source.tenantId });
+      const a = track(req, reply, source);
       await ingestion.admit(source);
-      hold(req, reply, source, true);
+      // Authenticated: its declared length (a chunked body: the limit) is
+      // charged before the body is read.
+      const declared = Number(req.headers["content-length"]);
+      charge(a, Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, maxBytes) : maxBytes);
+      a.rated = true;
     });
 
     envelope.post("/webhooks/events", { bodyLimit: maxBytes }, (req, reply) =>
@@ -164,15 +184,39 @@ export async function webhookSurface(
 
     // Before the body is read: a declared length over the limit is refused
     // before anything is looked up; then the source the URL names (the bad
-    // token's 401 unless it is an enabled signed source) and its tenant's
-    // bytes in flight. The rate limit comes after the signature, so forged
-    // deliveries cannot spend a source's budget.
+    // token's 401 unless it is an enabled signed source). Nothing the sender
+    // does before its signature is checked is charged to the tenant: the
+    // unverified body holds only its own connection, for at most
+    // `signedBodyTimeoutMs`, so a stranger who knows the URL cannot spend
+    // the tenant's bytes in flight. The verified body's length is charged
+    // then, and the rate limit taken after that, so forged deliveries cannot
+    // spend the source's budget either.
     signed.addHook("onRequest", async (req: FastifyRequest<{ Params: { source_id: string } }>, reply) => {
       if (Number(req.headers["content-length"]) > maxBytes) return reply.status(TOO_LARGE.status).send({ error: TOO_LARGE.error, message: TOO_LARGE.message });
       const source = await deliveries.source(req.params.source_id);
       sources.set(req, source);
       noteTenant(req, { id: source.tenantId });
-      hold(req, reply, source, false);
+      track(req, reply, source);
+    });
+
+    // The body as it arrives, cut off with a 408 when it is not all in on time.
+    signed.addHook("preParsing", async (_req, reply, payload) => {
+      const bounded = new PassThrough();
+      // Nobody reads it when the answer came first (415): its error must not
+      // be an unhandled one.
+      bounded.on("error", () => {});
+      const timer = setTimeout(() => {
+        payload.unpipe(bounded);
+        bounded.destroy(new BodyTimeout(`the body of a signed delivery must arrive within ${signedBodyTimeoutMs} ms`));
+      }, signedBodyTimeoutMs);
+      const done = () => clearTimeout(timer);
+      payload.once("end", done).once("close", done);
+      reply.raw.once("close", done);
+      payload.once("error", (err) => {
+        done();
+        bounded.destroy(err);
+      });
+      return payload.pipe(bounded);
     });
 
     signed.post<{ Params: { source_id: string } }>("/webhooks/sources/:source_id", { bodyLimit: maxBytes }, (req, reply) =>
@@ -181,6 +225,7 @@ export async function webhookSurface(
         if (delivery.format === "form" && a.source.kind !== "github")
           return reply.status(415).send({ error: "unsupported_media_type", message: "Content-Type must be application/json" });
         deliveries.verify(a.source, delivery);
+        charge(a, delivery.body.length);
         await ingestion.admit(a.source);
         a.rated = true;
         return answer(reply, a.source, await deliveries.receive(a.source, delivery));

@@ -138,7 +138,7 @@ export const comments: Readonly<Record<string, string>> = {
   "platform.v1.WebhookSource.url": "Output only. Where a signed kind's provider posts: `<public url>/webhooks/sources/{id}`; empty for an envelope source.",
   "platform.v1.WebhookSourceKind": "How a source's deliveries are authenticated and shaped.",
   "platform.v1.WebhookSourceKind.WEBHOOK_SOURCE_KIND_ENVELOPE": "`POST /webhooks/events` with `X-Webhook-Token` and the body `{\"event_type\", \"payload\"}`.",
-  "platform.v1.WebhookSourceKind.WEBHOOK_SOURCE_KIND_GITHUB": "GitHub (`X-Hub-Signature-256`) at `POST /webhooks/sources/{id}`; the event type is `github.<X-GitHub-Event>[.<action>]`, `X-GitHub-Delivery` the idempotency key.",
+  "platform.v1.WebhookSourceKind.WEBHOOK_SOURCE_KIND_GITHUB": "GitHub (`X-Hub-Signature-256`) at `POST /webhooks/sources/{id}`; the event type is `github.<X-GitHub-Event>[.<action>]`, the idempotency key `sha256:<hex>` of the body (GitHub signs only the body, not `X-GitHub-Delivery` or `X-GitHub-Event`).",
   "platform.v1.WebhookSourceKind.WEBHOOK_SOURCE_KIND_STANDARD_WEBHOOKS": "Standard Webhooks (`webhook-id`, `webhook-timestamp`, `webhook-signature`) at `POST /webhooks/sources/{id}`; the event type is the body's `type`, `webhook-id` the idempotency key.",
   "platform.v1.WebhookSourceKind.WEBHOOK_SOURCE_KIND_STRIPE": "Stripe (`Stripe-Signature`) at `POST /webhooks/sources/{id}`; the event type is `stripe.<type>`, the event's `id` the idempotency key.",
   "platform.v1.WebhookSourceKind.WEBHOOK_SOURCE_KIND_UNSPECIFIED": "The same as ENVELOPE.",

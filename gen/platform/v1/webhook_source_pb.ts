@@ -158,8 +158,9 @@ export enum WebhookSourceKind {
 
   /**
    * GitHub (`X-Hub-Signature-256`) at `POST /webhooks/sources/{id}`; the event
-   * type is `github.<X-GitHub-Event>[.<action>]`, `X-GitHub-Delivery` the
-   * idempotency key.
+   * type is `github.<X-GitHub-Event>[.<action>]`, the idempotency key
+   * `sha256:<hex>` of the body (GitHub signs only the body, not
+   * `X-GitHub-Delivery` or `X-GitHub-Event`).
    *
    * @generated from enum value: WEBHOOK_SOURCE_KIND_GITHUB = 3;
    */
