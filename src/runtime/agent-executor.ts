@@ -5,7 +5,7 @@ import type { SecretBox } from "../lib/secret-box.js";
 import { agentSecretContext } from "../service/agents.js";
 import type { AgentRow, RunRow, SkillRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
-import type { ExecutionContext, ExecutionResult, Executor } from "./executor.js";
+import { RecordLimitError, type ExecutionContext, type ExecutionResult, type Executor } from "./executor.js";
 import type { ToolCaller } from "./tool-calls.js";
 import { modelCallKeys, planStepKey } from "./idempotency-keys.js";
 import { traceStep } from "./run-tracing.js";
@@ -171,7 +171,7 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
         return await Promise.race([agent.spec.model ? model(agent, run, ctx, signal) : deterministic(agent, run, ctx, signal, ends), timedOut]);
       } catch (err) {
         if (deadline.aborted) return { status: "timed_out", error: `agent timeout (${agent.timeoutMs} ms) reached` };
-        if (err instanceof StepFailed) return { status: "failed", error: err.message };
+        if (err instanceof StepFailed || err instanceof RecordLimitError) return { status: "failed", error: err.message };
         if (!ctx.signal.aborted) log.error({ err, run: run.id }, "agent execution failed");
         return { status: "failed", error: (err as Error).message };
       }

@@ -37,3 +37,9 @@ export const noopExecutor: Executor = {
     return { status: "succeeded", output: { ok: true } };
   },
 };
+
+// Thrown by startStep when the run's record is full (see step-recorder.ts):
+// the run fails with this message, whose kind is `record_limit`.
+export class RecordLimitError extends Error {
+  override name = "RecordLimitError";
+}

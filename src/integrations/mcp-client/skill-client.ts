@@ -1,7 +1,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
-import { OutboundBlockedError, type FetchLike } from "../outbound/guarded-fetch.js";
+import { OutboundBlockedError, ResponseTooLargeError, type FetchLike } from "../outbound/guarded-fetch.js";
 import { propagatingFetch } from "../outbound/trace-context.js";
 import { clean, jsonReason } from "../outbound/upstream-reason.js";
 import { authenticatedFetch, type SkillAuth } from "./auth-fetch.js";
@@ -32,6 +32,9 @@ export function toSkillError(err: unknown): SkillError {
   const e = err as Error & { code?: unknown; cause?: unknown };
   if (e instanceof OutboundBlockedError || e.cause instanceof OutboundBlockedError)
     return new SkillError("outbound_blocked", (e.cause instanceof OutboundBlockedError ? e.cause : e).message);
+  // Wherever the SDK met it: thrown by the fetch, or erroring the body it read.
+  for (let c: unknown = e, depth = 0; c instanceof Error && depth < 5; c = c.cause, depth++)
+    if (c instanceof ResponseTooLargeError) return new SkillError("skill_response_too_large", c.message);
   if (e.name === "TimeoutError" || e.name === "AbortError" || e.code === -32001 /* SDK request timeout */)
     return new SkillError("skill_timeout", e.message);
   if (e instanceof StreamableHTTPError) {
