@@ -154,6 +154,17 @@ describe.each(["sqlite", "postgres"] as const)("on %s", (engine) => {
       expect(run.body.message).toBe(`input.customer.name: ${UNSTORABLE}`);
       expect((await must("ListRuns", {})).runs ?? []).toEqual([]);
     });
+
+    it("a skill server's tool list with them is not stored: the skill's refresh error names where", async () => {
+      const odd = await startHostileMcp({ description: "big\u0000" });
+      try {
+        const skill = (await must("CreateSkill", { skill: { name: "odd", mcpUrl: odd.url } })).skill as Json;
+        expect(skill.tools ?? []).toEqual([]);
+        expect(skill.toolsRefreshError).toBe(`the server's tool list cannot be stored: tools[0].description: ${UNSTORABLE}`);
+      } finally {
+        await odd.close();
+      }
+    });
   });
 
   describe("values a run records", () => {

@@ -17,6 +17,8 @@
 // Error texts are messages, not data: an unstorable character becomes U+FFFD
 // and a long text is cut with a note of how much was dropped.
 
+import { hasUnstorable, replaceUnstorable, storableMessage } from "../lib/unstorable.js";
+
 export interface RecordLimits {
   // A step's arguments and its result, each: JSON bytes.
   stepArgumentsBytes: number;
@@ -44,17 +46,12 @@ export const DEFAULT_RECORD_LIMITS: RecordLimits = {
 // The start of a truncated value's JSON kept in its marker.
 const PREVIEW_CHARS = 512;
 
-// NUL, or a surrogate without its other half (code units: no `u` flag).
-const UNSTORABLE = /\0|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
-const UNSTORABLE_ALL = new RegExp(UNSTORABLE.source, "g");
 // How JSON.stringify writes them: a value whose JSON has none needs no walk.
 // (An escaped backslash before "u0000" matches too: the walk then decides.)
 const UNSTORABLE_IN_JSON = /\\u0000|\\ud[89a-f]/;
 
-export const hasUnstorable = (s: string): boolean => UNSTORABLE.test(s);
-
 const hex = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
-const escapeText = (s: string) => s.replace(/\\/g, "\\\\").replace(UNSTORABLE_ALL, hex);
+const escapeText = (s: string) => replaceUnstorable(s.replace(/\\/g, "\\\\"), hex);
 
 function escapeValue(value: unknown): unknown {
   if (typeof value === "string") return hasUnstorable(value) ? { $escaped: escapeText(value) } : value;
@@ -100,7 +97,7 @@ const sized = (value: unknown): Recorded => ({ value, bytes: Buffer.byteLength(J
 
 // An error text as the store will take it.
 export function recordableError(text: string, maxChars: number): string {
-  const clean = hasUnstorable(text) ? text.replace(UNSTORABLE_ALL, "\ufffd") : text;
+  const clean = storableMessage(text);
   if (clean.length <= maxChars) return clean;
   return `${head(clean, maxChars)}… (${clean.length - maxChars} more characters)`;
 }

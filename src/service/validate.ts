@@ -1,15 +1,15 @@
 import { toJson, type DescMethod, type Message } from "@bufbuild/protobuf";
+import { hasUnstorable } from "../lib/unstorable.js";
 import { invalidArgument } from "./errors.js";
 import { MAX_LENGTH } from "./limits.js";
 
-// NUL, or a UTF-16 surrogate without its other half (code units: no `u`
-// flag). PostgreSQL stores neither (text refuses NUL, jsonb both) and SQLite
-// would: both engines refuse them here, so both keep the same values.
-const UNSTORABLE = /\0|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+// NUL, or a UTF-16 surrogate without its other half: PostgreSQL stores
+// neither and SQLite would; both engines refuse them here, so both keep the
+// same values.
 const UNSTORABLE_PROBLEM = "must not contain NUL characters or unpaired UTF-16 surrogates";
 
 export function checkStorable(field: string, value: string): string {
-  if (UNSTORABLE.test(value)) throw invalidArgument(field, UNSTORABLE_PROBLEM);
+  if (hasUnstorable(value)) throw invalidArgument(field, UNSTORABLE_PROBLEM);
   return value;
 }
 
@@ -28,7 +28,7 @@ export function checkStorableJson(field: string, value: unknown): void {
     else if (Array.isArray(v)) v.forEach((item, i) => stack.push({ path: `${path}[${i}]`, value: item }));
     else if (typeof v === "object" && v !== null)
       for (const [key, item] of Object.entries(v)) {
-        if (UNSTORABLE.test(key)) throw invalidArgument(path || "request", `keys ${UNSTORABLE_PROBLEM}`);
+        if (hasUnstorable(key)) throw invalidArgument(path || "request", `keys ${UNSTORABLE_PROBLEM}`);
         stack.push({ path: member(path, key), value: item });
       }
   }

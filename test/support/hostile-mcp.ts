@@ -45,7 +45,8 @@ async function big(res: ServerResponse, id: unknown, bytes: number): Promise<voi
   if (!res.destroyed) res.end(`"},"content":[{"type":"text","text":"(structured)"}]}}`);
 }
 
-export async function startHostileMcp(): Promise<HostileMcp> {
+// `description`: the tool's, as tools/list gives it (any text a server may send).
+export async function startHostileMcp({ description = "Answers as many bytes as asked for." }: { description?: string } = {}): Promise<HostileMcp> {
   let toolCalls = 0;
   const server = createServer((req, res) => {
     void (async () => {
@@ -56,7 +57,7 @@ export async function startHostileMcp(): Promise<HostileMcp> {
         return answer(res, msg.id, { protocolVersion: msg.params?.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: "hostile", version: "1.0.0" } });
       if (msg.method === "tools/list")
         return answer(res, msg.id, {
-          tools: [{ name: "big", description: "Answers as many bytes as asked for.", inputSchema: { type: "object", properties: { bytes: { type: "number" } } } }],
+          tools: [{ name: "big", description, inputSchema: { type: "object", properties: { bytes: { type: "number" } } } }],
         });
       if (msg.method === "tools/call") {
         toolCalls += 1;
