@@ -168,6 +168,13 @@ describe.each(["sqlite", "postgres"] as const)("on %s", (engine) => {
   });
 
   describe("values a run records", () => {
+    // A server a test started for itself, closed after it whatever happened.
+    let afterCleanup: (() => Promise<void>) | undefined;
+    afterEach(async () => {
+      await afterCleanup?.();
+      afterCleanup = undefined;
+    });
+
     it("a tool's arguments and result with a NUL and an unpaired surrogate are recorded escaped; the run succeeds at attempt 1", async () => {
       // JSONata's string escapes: the expression's text itself is plain.
       const id = await startPlan([{ skillId: echoSkill, tool: "echo", arguments: '{"text": "a\\u0000b\\ud800c\\\\"}' }]);
@@ -223,26 +230,35 @@ describe.each(["sqlite", "postgres"] as const)("on %s", (engine) => {
       expect(row.steps.length).toBeLessThan(40);
     });
 
-    it("a skill answering 50 MB fails the step with skill_response_too_large after one read, memory bounded", async () => {
-      const before = hostile.toolCalls();
+    it.each([
+      ["a JSON body", false],
+      ["an SSE stream", true],
+    ])("a skill answering 50 MB as %s fails the step with skill_response_too_large after one read, memory bounded", async (_, sse) => {
+      const server = sse ? await startHostileMcp({ sse }) : hostile;
+      afterCleanup = sse ? () => server.close() : undefined;
+      const skillId = sse ? (((await must("CreateSkill", { skill: { name: "big-sse", mcpUrl: server.url } })).skill as Json).id as string) : bigSkill;
+      const before = server.toolCalls();
+      const call = async () => {
+        const id = await startPlan([{ skillId, tool: "big", arguments: '{"bytes": 50000000}' }]);
+        const run = await ended(id);
+        expect(run).toMatchObject({ status: "RUN_STATUS_FAILED", attempt: 1 });
+        expect(run.error).toMatch(/^steps\[0\] \(big\): skill_response_too_large: /);
+        expect(stepsOf(run)[0]!.callAttempts).toHaveLength(1);
+      };
+      // The first call warms what any call would (code, pools), not counted.
+      await call();
       const rss = [process.memoryUsage().rss];
       const sampler = setInterval(() => rss.push(process.memoryUsage().rss), 10);
       try {
-        for (let i = 0; i < 3; i++) {
-          const id = await startPlan([{ skillId: bigSkill, tool: "big", arguments: '{"bytes": 50000000}' }]);
-          const run = await ended(id);
-          expect(run).toMatchObject({ status: "RUN_STATUS_FAILED", attempt: 1 });
-          expect(run.error).toMatch(/^steps\[0\] \(big\): skill_response_too_large: /);
-          expect(stepsOf(run)[0]!.callAttempts).toHaveLength(1);
-        }
+        for (let i = 0; i < 3; i++) await call();
       } finally {
         clearInterval(sampler);
       }
       // Not retried: the same call would answer the same.
-      expect(hostile.toolCalls() - before).toBe(3);
-      // Three 50 MB answers read whole would be 150 MB and more (strings
-      // of UTF-16); read to the 4 MiB response limit, a few of those.
-      expect(Math.max(...rss) - rss[0]!).toBeLessThan(64 * 1024 * 1024);
+      expect(server.toolCalls() - before).toBe(4);
+      // One 50 MB answer read whole is 100 MB and more (the text, then its
+      // parse); read to the 4 MiB response limit, a few of those.
+      expect(Math.max(...rss) - rss[0]!).toBeLessThan(96 * 1024 * 1024);
     });
   });
 

@@ -35,18 +35,20 @@ const drained = (res: ServerResponse) =>
   });
 
 // `{"text": "x…"}` of `bytes` characters, as structured content and text.
-async function big(res: ServerResponse, id: unknown, bytes: number): Promise<void> {
-  res.writeHead(200, { "content-type": "application/json" });
+// As an SSE stream (`sse`), the answer is one event's data.
+async function big(res: ServerResponse, id: unknown, bytes: number, sse: boolean): Promise<void> {
+  res.writeHead(200, { "content-type": sse ? "text/event-stream" : "application/json" });
   const head = `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":{"structuredContent":{"text":"`;
-  res.write(head);
+  res.write(sse ? `event: message\ndata: ${head}` : head);
   for (let left = bytes; left > 0 && !res.destroyed; left -= CHUNK.length) {
     if (!res.write(left >= CHUNK.length ? CHUNK : CHUNK.slice(0, left))) await drained(res);
   }
-  if (!res.destroyed) res.end(`"},"content":[{"type":"text","text":"(structured)"}]}}`);
+  if (!res.destroyed) res.end(`"},"content":[{"type":"text","text":"(structured)"}]}}${sse ? "\n\n" : ""}`);
 }
 
-// `description`: the tool's, as tools/list gives it (any text a server may send).
-export async function startHostileMcp({ description = "Answers as many bytes as asked for." }: { description?: string } = {}): Promise<HostileMcp> {
+// `description`: the tool's, as tools/list gives it (any text a server may
+// send); `sse`: tool results as an SSE stream rather than a JSON body.
+export async function startHostileMcp({ description = "Answers as many bytes as asked for.", sse = false }: { description?: string; sse?: boolean } = {}): Promise<HostileMcp> {
   let toolCalls = 0;
   const server = createServer((req, res) => {
     void (async () => {
@@ -62,7 +64,7 @@ export async function startHostileMcp({ description = "Answers as many bytes as 
       if (msg.method === "tools/call") {
         toolCalls += 1;
         const args = (msg.params?.arguments ?? {}) as { bytes?: number };
-        return big(res, msg.id, args.bytes ?? 0);
+        return big(res, msg.id, args.bytes ?? 0, sse);
       }
       res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id: msg.id, error: { code: -32601, message: "no such method" } }));
     })().catch(() => res.destroy());
