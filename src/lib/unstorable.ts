@@ -6,7 +6,10 @@
 export const UNSTORABLE = /\0|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 const UNSTORABLE_ALL = new RegExp(UNSTORABLE.source, "g");
 
-export const hasUnstorable = (s: string): boolean => UNSTORABLE.test(s);
+// NUL or any surrogate: a quick test that rules out most strings (pairs, rare, then get the exact one).
+const SUSPECT = /[\0\ud800-\udfff]/;
+
+export const hasUnstorable = (s: string): boolean => SUSPECT.test(s) && UNSTORABLE.test(s);
 
 // `s` with each such character replaced: a function gets the character.
 export const replaceUnstorable = (s: string, by: string | ((c: string) => string)): string =>

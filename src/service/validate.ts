@@ -17,10 +17,32 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const member = (path: string, key: string) =>
   IDENTIFIER.test(key) ? (path ? `${path}.${key}` : key) : `${path}[${JSON.stringify(key)}]`;
 
+// Whether a JSON value holds such a character in a string or a key: on every
+// webhook payload, so it builds no paths (iterative: its depth is whatever
+// the sender made it).
+function holdsUnstorable(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  while (stack.length) {
+    const v = stack.pop();
+    if (typeof v === "string") {
+      if (hasUnstorable(v)) return true;
+    } else if (Array.isArray(v)) {
+      for (const item of v) if (typeof item !== "number" && typeof item !== "boolean") stack.push(item);
+    } else if (typeof v === "object" && v !== null) {
+      for (const key in v) {
+        if (hasUnstorable(key)) return true;
+        stack.push((v as Record<string, unknown>)[key]);
+      }
+    }
+  }
+  return false;
+}
+
 // Refuses a JSON value (a webhook payload, a request as proto JSON) holding
 // such a character in a string or a key, naming where: `payload.user.name`,
-// `payload.tags[2]`. Iterative: its depth is whatever the sender made it.
+// `payload.tags[2]`.
 export function checkStorableJson(field: string, value: unknown): void {
+  if (!holdsUnstorable(value)) return;
   const stack: { path: string; value: unknown }[] = [{ path: field, value }];
   while (stack.length) {
     const { path, value: v } = stack.pop()!;
