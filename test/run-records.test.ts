@@ -214,6 +214,15 @@ describe.each(["sqlite", "postgres"] as const)("on %s", (engine) => {
       expect(((stepsOf(run)[0]!.result as Json).$truncated as Json).preview).toHaveLength(512);
     });
 
+    it("a later step and the run's output see a result past its cap as its marker: the run holds no more of it", async () => {
+      const id = await startPlan([
+        { skillId: bigSkill, tool: "big", arguments: '{"bytes": 200000}' },
+        { skillId: echoSkill, tool: "echo", arguments: '{"text": $string(steps[0].result.`$truncated`.limit)}' },
+      ]);
+      const run = await ended(id);
+      expect(run).toMatchObject({ status: "RUN_STATUS_SUCCEEDED", attempt: 1, output: { text: String(LIMITS.stepResultBytes) } });
+    });
+
     it("a run whose record reaches its cap fails with record_limit at attempt 1, its record within the cap", async () => {
       const steps = Array.from({ length: 40 }, () => ({ skillId: bigSkill, tool: "big", arguments: '{"bytes": 60000}' }));
       const id = await startPlan(steps);

@@ -75,8 +75,7 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
       const done = await traceStep("tool_call", i, { [ATTR.skill]: skill.id, [ATTR.tool]: planned.tool }, async () => {
         const step = ctx.startStep({ kind: "tool_call", skillId: skill.id, tool: planned.tool, arguments: args });
         const done = await tools.call(skill, planned.tool, args as Record<string, unknown>, planStepKey(run.id, i, skill.id, planned.tool), signal, step);
-        step.end(done);
-        return done;
+        return { ...done, result: step.end(done) };
       }, (d) => d.error);
       if (done.error) throw new StepFailed(`steps[${i}] (${planned.tool}): ${done.error}`);
       results.push({ result: done.result });
@@ -117,8 +116,7 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
       const done = await traceStep("tool_call", turn, { [ATTR.skill]: target.skill.id, [ATTR.tool]: target.tool }, async () => {
         const step = ctx.startStep({ kind: "tool_call", skillId: target.skill.id, tool: target.tool, arguments: args });
         const done = await tools.call(target.skill, target.tool, args as Record<string, unknown>, key, signal, step);
-        step.end(done);
-        return done;
+        return { ...done, result: step.end(done) };
       }, (d) => d.error);
       return done.error ? `error: ${done.error}` : JSON.stringify(done.result);
     };

@@ -72,11 +72,13 @@ export interface Recorded {
   value: unknown;
   // Its JSON's size in UTF-8 bytes (0 for undefined).
   bytes: number;
+  // A marker stands for the value (truncated or unrecordable).
+  marker: boolean;
 }
 
 // `value` as the store will take it, within `limit` bytes of JSON.
 export function recordable(value: unknown, limit: number): Recorded {
-  if (value === undefined) return { value, bytes: 0 };
+  if (value === undefined) return { value, bytes: 0, marker: false };
   let json: string | undefined;
   try {
     json = JSON.stringify(value);
@@ -87,13 +89,13 @@ export function recordable(value: unknown, limit: number): Recorded {
   } catch (err) {
     return sized({ $unrecordable: `the value cannot be written as JSON (${(err as Error).name})` });
   }
-  if (json === undefined) return { value: undefined, bytes: 0 };
+  if (json === undefined) return { value: undefined, bytes: 0, marker: false };
   const bytes = Buffer.byteLength(json);
-  if (bytes <= limit) return { value, bytes };
+  if (bytes <= limit) return { value, bytes, marker: false };
   return sized({ $truncated: { bytes, limit, preview: head(json, Math.min(PREVIEW_CHARS, limit)) } });
 }
 
-const sized = (value: unknown): Recorded => ({ value, bytes: Buffer.byteLength(JSON.stringify(value)) });
+const sized = (value: unknown): Recorded => ({ value, bytes: Buffer.byteLength(JSON.stringify(value)), marker: true });
 
 // An error text as the store will take it.
 export function recordableError(text: string, maxChars: number): string {

@@ -117,13 +117,18 @@ export class StepRecorder {
         if (open()) current.startTime = this.#o.now();
       },
       end: (outcome) => {
-        if (!open()) return;
-        const result = recordable(outcome.result, this.#room(limits.stepResultBytes)).value;
+        const capped = recordable(outcome.result, limits.stepResultBytes);
+        const kept = capped.marker ? capped.value : outcome.result;
+        if (!open()) return kept;
+        // Less of the run's record may be left than the step's cap.
+        const room = this.#room(limits.stepResultBytes);
+        const result = capped.bytes <= room ? capped.value : recordable(capped.value, room).value;
         const error = this.error(outcome.error);
         complete(step, this.#o.now(), { result, error });
         this.#measure(step);
         if (error) this.#o.log.info({ ...this.#about(step), kind: errorKindOfMessage(error), error }, "run step failed");
         this.#save();
+        return kept;
       },
     };
   }
