@@ -73,7 +73,7 @@ function callKeyOf(body: unknown): string | undefined {
 function abortingTooLarge(fetch: FetchLike, calls: CallsInFlight): FetchLike {
   return async (url, init) => {
     const res = await fetch(url, init);
-    const call = res.body && calls.get(callKeyOf(init?.body) ?? "");
+    const call = res.status === 200 && res.body ? calls.get(callKeyOf(init?.body) ?? "") : undefined;
     if (!call || !res.body) return res;
     const reader = res.body.getReader();
     const body = new ReadableStream<Uint8Array>({
