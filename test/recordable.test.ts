@@ -11,6 +11,7 @@ describe("recordable", () => {
     const recorded = recordable(value, 1024);
     expect(recorded.value).toEqual(value);
     expect(recorded.bytes).toBe(Buffer.byteLength(JSON.stringify(value)));
+    expect(recorded.marker).toBe(false);
   });
 
   it("escapes strings and keys holding them, losslessly", () => {
@@ -25,7 +26,8 @@ describe("recordable", () => {
   it("records a value past its cap as a truncation marker whose preview ends on a whole character", () => {
     // `{"text":"` and 502 x: the emoji's two halves are characters 512 and 513 of the JSON.
     const value = { text: `${"x".repeat(502)}\u{1F600}${"y".repeat(2000)}` };
-    const { value: marker, bytes } = recordable(value, 1000);
+    const { value: marker, bytes, marker: isMarker } = recordable(value, 1000);
+    expect(isMarker).toBe(true);
     const json = JSON.stringify(value);
     expect(marker).toEqual({ $truncated: { bytes: Buffer.byteLength(json), limit: 1000, preview: json.slice(0, 511) } });
     expect(bytes).toBe(Buffer.byteLength(JSON.stringify(marker)));
@@ -35,7 +37,8 @@ describe("recordable", () => {
     let deep: unknown = 1;
     for (let i = 0; i < 200_000; i++) deep = [deep];
     expect(recordable(deep, 1024).value).toEqual({ $unrecordable: expect.stringContaining("cannot be written as JSON") });
-    expect(recordable(undefined, 1024)).toEqual({ value: undefined, bytes: 0 });
+    expect(recordable(deep, 1024).marker).toBe(true);
+    expect(recordable(undefined, 1024)).toEqual({ value: undefined, bytes: 0, marker: false });
   });
 
   it("scrubs and cuts an error text", () => {
