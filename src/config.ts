@@ -9,6 +9,7 @@ import { DEFAULT_OUTBOUND, type OutboundOptions } from "./integrations/outbound/
 import { AddressPolicy } from "./integrations/outbound/address-policy.js";
 import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, QUOTA_VARIABLES, type Quotas } from "./service/limits.js";
 import { openFileLimit } from "./lib/open-file-limit.js";
+import { DEFAULT_RECORD_LIMITS, type RecordLimits } from "./runtime/recordable.js";
 import type { ConsoleSettings } from "./surfaces/console.js";
 import { DEFAULT_HTTP_LIMITS, type HttpLimits } from "./surfaces/http-limits.js";
 import { DEFAULT_STREAM_LIMITS, type StreamLimits } from "./service/streams.js";
@@ -56,6 +57,8 @@ export interface Config extends StoreConfig {
   workerConcurrency: number;
   runLeaseMs: number;
   runMaxAttempts: number;
+  // Caps on what a run records (runtime/recordable.ts).
+  recordLimits: RecordLimits;
   // Issuers the platform MCP endpoint advertises (RFC 9728).
   mcpAuthorizationServers: string[];
   outbound: OutboundOptions;
@@ -404,6 +407,13 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     workerConcurrency: positiveInt(env, "AGENTPLANE_WORKER_CONCURRENCY", 8, problems),
     runLeaseMs: int(env, "AGENTPLANE_RUN_LEASE_SECONDS", 30, problems) * 1000,
     runMaxAttempts: positiveInt(env, "AGENTPLANE_RUN_MAX_ATTEMPTS", 3, problems),
+    recordLimits: {
+      stepArgumentsBytes: positiveInt(env, "AGENTPLANE_RUN_STEP_ARGUMENTS_MAX_BYTES", DEFAULT_RECORD_LIMITS.stepArgumentsBytes, problems),
+      stepResultBytes: positiveInt(env, "AGENTPLANE_RUN_STEP_RESULT_MAX_BYTES", DEFAULT_RECORD_LIMITS.stepResultBytes, problems),
+      outputBytes: positiveInt(env, "AGENTPLANE_RUN_OUTPUT_MAX_BYTES", DEFAULT_RECORD_LIMITS.outputBytes, problems),
+      runRecordBytes: positiveInt(env, "AGENTPLANE_RUN_RECORD_MAX_BYTES", DEFAULT_RECORD_LIMITS.runRecordBytes, problems),
+      errorChars: positiveInt(env, "AGENTPLANE_RUN_ERROR_MAX_CHARS", DEFAULT_RECORD_LIMITS.errorChars, problems),
+    },
     mcpAuthorizationServers:
       str(env, "AGENTPLANE_MCP_AUTHORIZATION_SERVERS")?.split(",").map((s) => s.trim()).filter(Boolean) ??
       (auth.mode === "jwt" ? [auth.issuer] : auth.mode === "dev" ? [publicUrl] : []),

@@ -18,5 +18,5 @@ export function expressionOptions(config: Config): ExpressionOptions {
 }
 
 export function runtimeOptions(config: Config, scheduler: boolean): RuntimeOptions {
-  return { concurrency: config.workerConcurrency, leaseMs: config.runLeaseMs, maxAttempts: config.runMaxAttempts, scheduler };
+  return { concurrency: config.workerConcurrency, leaseMs: config.runLeaseMs, maxAttempts: config.runMaxAttempts, recordLimits: config.recordLimits, scheduler };
 }

@@ -5,7 +5,7 @@ import type { SecretBox } from "../lib/secret-box.js";
 import { agentSecretContext } from "../service/agents.js";
 import type { AgentRow, RunRow, SkillRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
-import type { ExecutionContext, ExecutionResult, Executor } from "./executor.js";
+import { RecordLimitError, type ExecutionContext, type ExecutionResult, type Executor } from "./executor.js";
 import type { ToolCaller } from "./tool-calls.js";
 import { modelCallKeys, planStepKey } from "./idempotency-keys.js";
 import { traceStep } from "./run-tracing.js";
@@ -75,8 +75,7 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
       const done = await traceStep("tool_call", i, { [ATTR.skill]: skill.id, [ATTR.tool]: planned.tool }, async () => {
         const step = ctx.startStep({ kind: "tool_call", skillId: skill.id, tool: planned.tool, arguments: args });
         const done = await tools.call(skill, planned.tool, args as Record<string, unknown>, planStepKey(run.id, i, skill.id, planned.tool), signal, step);
-        step.end(done);
-        return done;
+        return { ...done, result: step.end(done) };
       }, (d) => d.error);
       if (done.error) throw new StepFailed(`steps[${i}] (${planned.tool}): ${done.error}`);
       results.push({ result: done.result });
@@ -117,8 +116,7 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
       const done = await traceStep("tool_call", turn, { [ATTR.skill]: target.skill.id, [ATTR.tool]: target.tool }, async () => {
         const step = ctx.startStep({ kind: "tool_call", skillId: target.skill.id, tool: target.tool, arguments: args });
         const done = await tools.call(target.skill, target.tool, args as Record<string, unknown>, key, signal, step);
-        step.end(done);
-        return done;
+        return { ...done, result: step.end(done) };
       }, (d) => d.error);
       return done.error ? `error: ${done.error}` : JSON.stringify(done.result);
     };
@@ -171,7 +169,7 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
         return await Promise.race([agent.spec.model ? model(agent, run, ctx, signal) : deterministic(agent, run, ctx, signal, ends), timedOut]);
       } catch (err) {
         if (deadline.aborted) return { status: "timed_out", error: `agent timeout (${agent.timeoutMs} ms) reached` };
-        if (err instanceof StepFailed) return { status: "failed", error: err.message };
+        if (err instanceof StepFailed || err instanceof RecordLimitError) return { status: "failed", error: err.message };
         if (!ctx.signal.aborted) log.error({ err, run: run.id }, "agent execution failed");
         return { status: "failed", error: (err as Error).message };
       }

@@ -3,7 +3,8 @@ import { MODEL_ERROR_KINDS } from "../integrations/model/chat-model.js";
 import type { ExecutionResult } from "./executor.js";
 
 // The stable kinds a failed run's error can start with: those of skill and
-// model calls, of step arguments (agent-executor.ts), and the step limit.
+// model calls, of step arguments (agent-executor.ts), the step limit, and
+// the run's record.
 const KINDS: ReadonlySet<string> = new Set<string>([
   ...SKILL_ERROR_KINDS,
   ...MODEL_ERROR_KINDS,
@@ -11,6 +12,10 @@ const KINDS: ReadonlySet<string> = new Set<string>([
   "expression_limit",
   "expression_error",
   "max_steps",
+  // What a run records (recordable.ts, worker.ts): its record is full, or
+  // the store refused its outcome for good.
+  "record_limit",
+  "record_rejected",
 ]);
 
 // "steps[2] (tool): skill_timeout: …", "steps[0].arguments: expression_timeout: …",

@@ -8,8 +8,11 @@ export type StepStart = Pick<RunStepRecord, "kind" | "skillId" | "tool" | "argum
 // the calls never wait for the store.
 export interface StepHandle extends CallTries {
   // Completes the step: succeeded, or failed when `error` is set. Ends its
-  // current try with the same error.
-  end(outcome: { result?: unknown; error: string }): void;
+  // current try with the same error. Answers what the run keeps of the
+  // result for its later steps and its model: the result itself, or its
+  // truncation marker when past AGENTPLANE_RUN_STEP_RESULT_MAX_BYTES, so
+  // that a run holds no more of its results in memory than that each.
+  end(outcome: { result?: unknown; error: string }): unknown;
 }
 
 export interface ExecutionContext {
@@ -37,3 +40,9 @@ export const noopExecutor: Executor = {
     return { status: "succeeded", output: { ok: true } };
   },
 };
+
+// Thrown by startStep when the run's record is full (see step-recorder.ts):
+// the run fails with this message, whose kind is `record_limit`.
+export class RecordLimitError extends Error {
+  override name = "RecordLimitError";
+}

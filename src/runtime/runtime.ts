@@ -15,6 +15,7 @@ import type { Store } from "../store/store.js";
 import { TenantSlugs } from "../service/tenant-slugs.js";
 import { createAgentExecutor } from "./agent-executor.js";
 import type { Executor } from "./executor.js";
+import type { RecordLimits } from "./recordable.js";
 import { Scheduler } from "./scheduler.js";
 import { createToolCaller } from "./tool-calls.js";
 import { Worker } from "./worker.js";
@@ -28,6 +29,8 @@ export interface RuntimeOptions {
   concurrency: number;
   leaseMs: number;
   maxAttempts: number;
+  // Caps on what a run records; DEFAULT_RECORD_LIMITS unless given.
+  recordLimits?: RecordLimits;
   // The scheduler fires schedule triggers: one per process group (tests
   // drive it by hand instead).
   scheduler: boolean;
@@ -106,9 +109,9 @@ export function buildRuntime(options: BuildRuntimeOptions): Runtime {
       stepBudgetMs: options.stepBudgetMs ?? DEFAULT_STEP_BUDGET_MS,
       observer,
     });
-  const { concurrency, leaseMs, maxAttempts } = options;
+  const { concurrency, leaseMs, maxAttempts, recordLimits } = options;
   const slugs = new TenantSlugs(store.tenants);
-  const worker = new Worker({ queue: store.queue, executor, log, concurrency, leaseMs, maxAttempts, observer, tenantSlug: (id) => slugs.get(id) });
+  const worker = new Worker({ queue: store.queue, executor, log, concurrency, leaseMs, maxAttempts, recordLimits, observer, tenantSlug: (id) => slugs.get(id) });
   const scheduler = options.scheduler
     ? new Scheduler({
         store: store.schedules,

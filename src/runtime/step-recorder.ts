@@ -2,7 +2,8 @@ import { errorKindOfMessage } from "./error-kinds.js";
 import type { Logger } from "pino";
 import type { RunRow, RunStepRecord, StepCallAttempt } from "../store/rows.js";
 import type { RunQueue } from "../store/store.js";
-import type { StepHandle, StepStart } from "./executor.js";
+import { RecordLimitError, type StepHandle, type StepStart } from "./executor.js";
+import { recordable, recordableError, type RecordLimits } from "./recordable.js";
 
 // Ends a step and its current try with the step's outcome.
 function complete(step: RunStepRecord, t: number, { result, error }: { result?: unknown; error: string }): void {
@@ -22,6 +23,7 @@ export interface StepRecorderOptions {
   // Bound to the run's ids: a failed step and a failed write are logged.
   log: Logger;
   now: () => number;
+  limits: RecordLimits;
 }
 
 // The steps of one run attempt, written to the store as they start, as each
@@ -31,6 +33,11 @@ export interface StepRecorderOptions {
 // whole step list, so a write that fails is made good by the next one, and
 // by the outcome, which writes every step again; a failed write is only
 // logged, so a store hiccup does not fail the run.
+//
+// What a step records is made fit for the store first (./recordable.ts):
+// escaped, and cut to its cap and to what is left of the run's record. A step
+// that would start with the record full fails the run (RecordLimitError), so
+// neither the record nor the memory holding it grows past the cap.
 export class StepRecorder {
   // The steps of earlier attempts stay: each record says its attempt and worker.
   readonly steps: RunStepRecord[];
@@ -38,17 +45,45 @@ export class StepRecorder {
   #writing?: Promise<void>;
   #dirty = false;
   #closed = false;
+  // The JSON bytes of the record's steps, and each step's share of them.
+  #used: number;
+  readonly #sizes = new Map<RunStepRecord, number>();
 
   constructor(options: StepRecorderOptions) {
     this.#o = options;
     this.steps = [...options.run.steps];
+    this.#used = Buffer.byteLength(JSON.stringify(this.steps));
+  }
+
+  // What is left of the run's record for one more value, within `cap`.
+  #room(cap: number): number {
+    return Math.max(0, Math.min(cap, this.#o.limits.runRecordBytes - this.#used));
+  }
+
+  #measure(step: RunStepRecord): void {
+    const bytes = Buffer.byteLength(JSON.stringify(step));
+    this.#used += bytes - (this.#sizes.get(step) ?? 0);
+    this.#sizes.set(step, bytes);
+  }
+
+  // The run's output as it is recorded (after the last step).
+  output(value: unknown): unknown {
+    return recordable(value, this.#room(this.#o.limits.outputBytes)).value;
+  }
+
+  error(text: string): string {
+    return recordableError(text, this.#o.limits.errorChars);
   }
 
   start(start: StepStart): StepHandle {
+    const { limits } = this.#o;
+    if (!this.#closed && this.#used >= limits.runRecordBytes)
+      throw new RecordLimitError(`record_limit: the run's record reached ${limits.runRecordBytes} bytes (AGENTPLANE_RUN_RECORD_MAX_BYTES)`);
     const t = this.#o.now();
     const first: StepCallAttempt = { startTime: t, error: "" };
     const step: RunStepRecord = {
       ...start,
+      arguments: recordable(start.arguments, this.#room(limits.stepArgumentsBytes)).value,
       error: "",
       startTime: t,
       status: "running",
@@ -62,27 +97,38 @@ export class StepRecorder {
     const open = () => !this.#closed && step.status === "running";
     if (!this.#closed) {
       this.steps.push(step);
+      this.#measure(step);
       this.#save();
     }
     return {
       failed: (error, delayMs) => {
         if (!open()) return;
+        error = this.error(error);
         this.#o.log.debug({ ...this.#about(step), kind: errorKindOfMessage(error), error, retryInMs: delayMs }, "run step try failed; retrying");
         const t = this.#o.now();
         current.endTime = t;
         current.error = error;
         current = { startTime: t + delayMs, error: "" };
         step.callAttempts!.push(current);
+        this.#measure(step);
         this.#save();
       },
       retrying: () => {
         if (open()) current.startTime = this.#o.now();
       },
       end: (outcome) => {
-        if (!open()) return;
-        complete(step, this.#o.now(), outcome);
-        if (outcome.error) this.#o.log.info({ ...this.#about(step), kind: errorKindOfMessage(outcome.error), error: outcome.error }, "run step failed");
+        const capped = recordable(outcome.result, limits.stepResultBytes);
+        const kept = capped.marker ? capped.value : outcome.result;
+        if (!open()) return kept;
+        // Less of the run's record may be left than the step's cap.
+        const room = this.#room(limits.stepResultBytes);
+        const result = capped.bytes <= room ? capped.value : recordable(capped.value, room).value;
+        const error = this.error(outcome.error);
+        complete(step, this.#o.now(), { result, error });
+        this.#measure(step);
+        if (error) this.#o.log.info({ ...this.#about(step), kind: errorKindOfMessage(error), error }, "run step failed");
         this.#save();
+        return kept;
       },
     };
   }
@@ -95,7 +141,7 @@ export class StepRecorder {
     this.#closed = true;
     const t = this.#o.now();
     for (const step of this.steps) {
-      if (step.status === "running" && step.attempt === this.#o.run.attempt) complete(step, t, { error });
+      if (step.status === "running" && step.attempt === this.#o.run.attempt) complete(step, t, { error: this.error(error) });
     }
     await this.#writing;
   }

@@ -3,9 +3,11 @@ import { hostname } from "node:os";
 import type { Logger } from "pino";
 import { NO_OBSERVER, type Observer } from "../lib/observer.js";
 import { pause } from "../lib/pause.js";
-import type { RunQueue, StoreSignals } from "../store/store.js";
-import { errorKindOf } from "./error-kinds.js";
+import { StoreRefusedError } from "../store/errors.js";
+import type { RunOutcome, RunQueue, StoreSignals } from "../store/store.js";
+import { errorKindOf, errorKindOfMessage } from "./error-kinds.js";
 import type { ExecutionResult, Executor } from "./executor.js";
+import { DEFAULT_RECORD_LIMITS, type RecordLimits } from "./recordable.js";
 import { traceOutcome, traceRun } from "./run-tracing.js";
 import { StepRecorder } from "./step-recorder.js";
 
@@ -28,10 +30,30 @@ export interface WorkerOptions {
   tenantSlug?: (tenantId: string) => Promise<string | undefined>;
   // Told of every run attempt whose outcome was recorded (metrics).
   observer?: Observer;
+  // Caps on what a run records (./recordable.ts).
+  recordLimits?: RecordLimits;
 }
 
 const FINISH_RETRY_FIRST_MS = 100;
 const FINISH_RETRY_MAX_MS = 5_000;
+
+// A run's outcome when the store refused it: failed, its steps kept without
+// the values they recorded (the likely cause) and without the text of their
+// errors beyond the kind.
+function rejected(outcome: RunOutcome, error: string): RunOutcome {
+  const bare = (text: string) => (text ? errorKindOfMessage(text) : "");
+  return {
+    status: "failed",
+    error,
+    steps: outcome.steps.map((s) => ({
+      ...s,
+      arguments: undefined,
+      result: undefined,
+      error: bare(s.error),
+      callAttempts: s.callAttempts?.map((a) => ({ ...a, error: bare(a.error) })),
+    })),
+  };
+}
 
 // Claims runs with a lease, executes them with bounded concurrency, keeps the
 // leases alive, and records the outcome. A worker that dies leaves leases
@@ -50,7 +72,7 @@ export class Worker {
   #stopped = true;
 
   constructor(options: WorkerOptions) {
-    this.#o = { idlePollMs: 5000, now: Date.now, observer: NO_OBSERVER, ...options };
+    this.#o = { idlePollMs: 5000, now: Date.now, observer: NO_OBSERVER, ...options, recordLimits: options.recordLimits ?? DEFAULT_RECORD_LIMITS };
   }
 
   start(): void {
@@ -154,7 +176,7 @@ export class Worker {
       event: run.eventId ?? undefined,
     });
     log.info({ attempt: run.attempt, worker: this.owner }, "run started");
-    const recorder = new StepRecorder({ queue, owner: this.owner, run, log, now });
+    const recorder = new StepRecorder({ queue, owner: this.owner, run, log, now, limits: this.#o.recordLimits });
     const started = performance.now();
     let result: ExecutionResult;
     try {
@@ -163,12 +185,23 @@ export class Worker {
       result = { status: "failed", error: (err as Error).message };
     }
     const seconds = (performance.now() - started) / 1000;
+    // An error quotes what a tool or model answered: its text as recorded, in traces and logs too.
+    if (result.status !== "succeeded") result = { ...result, error: recorder.error(result.error) };
     traceOutcome(result);
     await recorder.close(result.status === "succeeded" ? "the run ended before the step did" : result.error);
-    const outcome = { ...result, output: result.status === "succeeded" ? result.output : undefined, error: result.status === "succeeded" ? "" : result.error, steps: recorder.steps };
+    let outcome: RunOutcome = {
+      status: result.status,
+      output: result.status === "succeeded" ? recorder.output(result.output) : undefined,
+      error: result.status === "succeeded" ? "" : result.error,
+      steps: recorder.steps,
+    };
     // The outcome is retried until the store takes it (a full disk, a lock):
     // the run stays held here meanwhile, its lease kept by the heartbeat, so
-    // it neither sits in `running` forever nor runs a second time.
+    // it neither sits in `running` forever nor runs a second time. An outcome
+    // the store refuses for good is not retried: the run fails once with
+    // `record_rejected` (see rejected()), so it is never claimed again and
+    // holds no slot.
+    let refused = false;
     for (let attempt = 0; !controller.signal.aborted; attempt++) {
       try {
         const ended = { status: result.status, attempts: run.attempt, durationMs: Math.round(seconds * 1000) };
@@ -181,6 +214,17 @@ export class Worker {
         }
         return;
       } catch (err) {
+        if (err instanceof StoreRefusedError) {
+          if (refused) {
+            log.error({ err }, "the store refused even the bare outcome of the run; leaving it to its lease");
+            return;
+          }
+          log.error({ err }, "the store refused the run's outcome; recording it failed with record_rejected");
+          refused = true;
+          outcome = rejected(outcome, recorder.error(`record_rejected: the store refused the run's record (${err.message})`));
+          result = { status: "failed", error: outcome.error };
+          continue;
+        }
         if (attempt === 0) log.error({ err }, "recording a run outcome failed; retrying until the store takes it");
         await pause(Math.min(FINISH_RETRY_MAX_MS, FINISH_RETRY_FIRST_MS * 2 ** attempt), controller.signal);
       }

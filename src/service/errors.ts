@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { StoreConflictError, StoreReferenceError, StoreUnavailableError } from "../store/errors.js";
+import { StoreConflictError, StoreReferenceError, StoreRefusedError, StoreUnavailableError } from "../store/errors.js";
 
 // Error constructors with one wording per condition, so every surface shows
 // the same message for the same mistake.
@@ -23,5 +23,7 @@ export function fromStoreError(err: unknown, conflictMessage = "already exists")
   if (err instanceof StoreConflictError) throw new ConnectError(conflictMessage, Code.AlreadyExists);
   if (err instanceof StoreReferenceError) throw failedPrecondition("a referenced record does not exist or is still in use");
   if (err instanceof StoreUnavailableError) throw new ConnectError("store unavailable", Code.Unavailable);
+  // Input is checked before it gets here (validate.ts): this is a safety net, not a 500.
+  if (err instanceof StoreRefusedError) throw new ConnectError("the store cannot keep a value of this request", Code.InvalidArgument);
   throw err;
 }

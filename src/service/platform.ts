@@ -13,6 +13,7 @@ import { WebhookLookups } from "./lookup-cache.js";
 import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 import { createWebhookIngestion } from "./webhooks.js";
 import { createWebhookDeliveries } from "./webhook-deliveries.js";
+import { checkStorableRequest } from "./validate.js";
 import { agentHandlers } from "./agents.js";
 import { eventHandlers } from "./events.js";
 import type { Handler, PlatformHandlers, PlatformStreamHandlers, RunsQueued, ServiceDeps } from "./handlers.js";
@@ -158,6 +159,7 @@ export function createPlatform(options: PlatformOptions) {
     async invoke(method: DescMethod, request: unknown, caller: CallerInput, surface: Surface): Promise<unknown> {
       const call = told(caller, await access.authorize(method, caller, surface));
       if (call.tenant) annotate({ [ATTR.tenant]: call.tenant.id });
+      checkStorableRequest(method, request);
       const handler = handlers[method.localName as keyof PlatformHandlers] as (req: unknown, c: typeof call) => Promise<unknown>;
       return handler(request, call);
     },
@@ -167,6 +169,7 @@ export function createPlatform(options: PlatformOptions) {
     async *stream(method: DescMethod, request: unknown, caller: CallerInput, signal: AbortSignal): AsyncGenerator<unknown> {
       const call = told(caller, await access.authorize(method, caller, "api"));
       if (call.tenant) annotate({ [ATTR.tenant]: call.tenant.id });
+      checkStorableRequest(method, request);
       const handler = streamHandlers[method.localName as keyof PlatformStreamHandlers] as (
         req: unknown,
         c: typeof call,

@@ -1,8 +1,10 @@
 import { create, type JsonObject } from "@bufbuild/protobuf";
+import type { ConnectError } from "@connectrpc/connect";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { SkillSchema, type Skill } from "../../gen/platform/v1/skill_pb.js";
 import { secretRedactor } from "../integrations/mcp-client/secret-redaction.js";
 import { newId } from "../lib/ids.js";
+import { storableMessage } from "../lib/unstorable.js";
 import type { SkillRow } from "../store/rows.js";
 import { failedPrecondition, fromStoreError, invalidArgument, notFound } from "./errors.js";
 import { checkHttpUrl } from "./expressions.js";
@@ -13,7 +15,7 @@ import { skillAuthColumns, skillAuthMessage, type SkillSealers } from "./skill-a
 import { skillConnection, skillKeyContext, skillSecretContext } from "./skill-connection.js";
 import { MAX_LENGTH } from "./limits.js";
 import { insertWithinQuota } from "./quotas.js";
-import { requireText } from "./validate.js";
+import { checkStorableJson, requireText } from "./validate.js";
 
 const UPDATABLE = ["name", "mcp_url", "auth"] as const;
 
@@ -42,6 +44,16 @@ export function skillHandlers({ store, secrets, now, skills, quotas }: ServiceDe
     sealKey: (pem) => secrets.seal(pem, skillKeyContext(id)),
   });
 
+  // A server's tool list is stored as it came, unless it holds characters the
+  // store cannot keep: then the refresh fails, naming where.
+  function storableTools(tools: unknown): void {
+    try {
+      checkStorableJson("tools", tools);
+    } catch (err) {
+      throw new Error(`the server's tool list cannot be stored: ${(err as ConnectError).rawMessage}`, { cause: err });
+    }
+  }
+
   // Lists the tools from the server and records the outcome on the skill.
   async function refresh(row: SkillRow): Promise<{ row: SkillRow; error?: string }> {
     let patch: Partial<SkillRow>;
@@ -53,9 +65,10 @@ export function skillHandlers({ store, secrets, now, skills, quotas }: ServiceDe
       redact = secretRedactor(connection.auth);
       const client = await skills.connectOnce(connection);
       try {
-        const tools = await client.listTools();
+        const tools = (await client.listTools()).map((t) => ({ name: t.name, description: t.description ?? "", inputSchema: t.inputSchema as Record<string, unknown> }));
+        storableTools(tools);
         patch = {
-          tools: tools.map((t) => ({ name: t.name, description: t.description ?? "", inputSchema: t.inputSchema as Record<string, unknown> })),
+          tools,
           toolsRefreshTime: now(),
           toolsRefreshError: "",
         };
@@ -63,7 +76,7 @@ export function skillHandlers({ store, secrets, now, skills, quotas }: ServiceDe
         await client.close().catch(() => {});
       }
     } catch (err) {
-      error = redact((err as Error).message);
+      error = storableMessage(redact((err as Error).message));
       patch = { toolsRefreshError: error };
     }
     // The update time is left alone: a refresh is not a configuration change.

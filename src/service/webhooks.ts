@@ -15,6 +15,7 @@ import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, MAX_LENGTH } from "./limits.js"
 import { QueuedRunCounts } from "./queued-runs.js";
 import { quotaError } from "./quotas.js";
 import { RateLimiter } from "./rate-limit.js";
+import { checkStorableJson } from "./validate.js";
 
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3600_000;
 const TOKEN_SHAPE = /^whk_[A-Za-z0-9_-]{20,200}$/;
@@ -95,6 +96,7 @@ export function createWebhookIngestion(options: WebhookOptions) {
       if (typeof payload !== "object" || payload === null || Array.isArray(payload))
         throw invalidArgument("payload", "is required and must be a JSON object");
       if (nestsDeeperThan(payload, maxDepth)) throw invalidArgument("payload", `must not nest deeper than ${maxDepth} levels`);
+      checkStorableJson("payload", payload);
       if (idempotencyKey !== undefined && (idempotencyKey.length === 0 || idempotencyKey.length > MAX_LENGTH.idempotencyKey))
         throw invalidArgument("Idempotency-Key", `must be 1 to ${MAX_LENGTH.idempotencyKey} characters`);
 

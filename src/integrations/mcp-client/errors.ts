@@ -8,6 +8,7 @@ export const SKILL_ERROR_KINDS = [
   "skill_unreachable", // connection refused, DNS, reset: transient
   "skill_timeout", // transient
   "skill_error", // the server answered 5xx or broke the protocol: transient
+  "skill_response_too_large", // past AGENTPLANE_SKILL_MAX_RESPONSE_BYTES: the same call would answer the same
   "tool_error", // the tool ran and reported an error (isError)
 ] as const;
 

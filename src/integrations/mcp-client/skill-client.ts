@@ -1,7 +1,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
-import { OutboundBlockedError, type FetchLike } from "../outbound/guarded-fetch.js";
+import { OutboundBlockedError, ResponseTooLargeError, type FetchLike } from "../outbound/guarded-fetch.js";
 import { propagatingFetch } from "../outbound/trace-context.js";
 import { clean, jsonReason } from "../outbound/upstream-reason.js";
 import { authenticatedFetch, type SkillAuth } from "./auth-fetch.js";
@@ -32,6 +32,9 @@ export function toSkillError(err: unknown): SkillError {
   const e = err as Error & { code?: unknown; cause?: unknown };
   if (e instanceof OutboundBlockedError || e.cause instanceof OutboundBlockedError)
     return new SkillError("outbound_blocked", (e.cause instanceof OutboundBlockedError ? e.cause : e).message);
+  // Wherever the SDK met it: thrown by the fetch, or erroring the body it read.
+  for (let c: unknown = e, depth = 0; c instanceof Error && depth < 5; c = c.cause, depth++)
+    if (c instanceof ResponseTooLargeError) return new SkillError("skill_response_too_large", c.message);
   if (e.name === "TimeoutError" || e.name === "AbortError" || e.code === -32001 /* SDK request timeout */)
     return new SkillError("skill_timeout", e.message);
   if (e instanceof StreamableHTTPError) {
@@ -52,17 +55,57 @@ export function toSkillError(err: unknown): SkillError {
 // Where a tools/call carries its idempotency key (SPEC §5).
 export const IDEMPOTENCY_KEY_META = "agentplane/idempotency-key";
 
+// Tool calls in flight on one client, by idempotency key: each call's own
+// abort, for a response too large to read.
+type CallsInFlight = Map<string, AbortController>;
+
+// The idempotency key of a tools/call request body, if it is one.
+function callKeyOf(body: unknown): string | undefined {
+  if (typeof body !== "string" || !body.includes('"tools/call"')) return undefined;
+  const key = (JSON.parse(body) as { params?: { _meta?: Record<string, unknown> } }).params?._meta?.[IDEMPOTENCY_KEY_META];
+  return typeof key === "string" ? key : undefined;
+}
+
+// The guarded fetch errors a body past the size limit as it streams. The SDK
+// gives a JSON body's error to the call, but an SSE stream's only to
+// `onerror`, and the call would wait for its answer until the call timeout
+// (then retried as a timeout): here the call is aborted with that error at once.
+function abortingTooLarge(fetch: FetchLike, calls: CallsInFlight): FetchLike {
+  return async (url, init) => {
+    const res = await fetch(url, init);
+    const call = res.status === 200 && res.body ? calls.get(callKeyOf(init?.body) ?? "") : undefined;
+    if (!call || !res.body) return res;
+    const reader = res.body.getReader();
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        try {
+          const { done, value } = await reader.read();
+          if (done) controller.close();
+          else controller.enqueue(value);
+        } catch (err) {
+          if (err instanceof ResponseTooLargeError) call.abort(err);
+          controller.error(err);
+        }
+      },
+      cancel: (reason) => reader.cancel(reason),
+    });
+    return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+  };
+}
+
 // One customer MCP server, through the MCP SDK client over Streamable HTTP.
 export class SkillClient {
   private constructor(
     private readonly client: Client,
     private readonly callTimeoutMs: number,
+    private readonly calls: CallsInFlight,
   ) {}
 
   static async connect(options: SkillClientOptions): Promise<SkillClient> {
     const client = new Client({ name: "agentplane", version: options.version });
+    const calls: CallsInFlight = new Map();
     const transport = new StreamableHTTPClientTransport(new URL(options.url), {
-      fetch: authenticatedFetch(propagatingFetch(options.fetch), options.auth) as never, // the SDK's FetchLike is the web fetch signature
+      fetch: abortingTooLarge(authenticatedFetch(propagatingFetch(options.fetch), options.auth), calls) as never, // the SDK's FetchLike is the web fetch signature
     });
     try {
       await client.connect(transport, { timeout: options.callTimeoutMs });
@@ -70,7 +113,7 @@ export class SkillClient {
       await client.close().catch(() => {});
       throw toSkillError(err);
     }
-    return new SkillClient(client, options.callTimeoutMs);
+    return new SkillClient(client, options.callTimeoutMs, calls);
   }
 
   async listTools(): Promise<Tool[]> {
@@ -91,11 +134,16 @@ export class SkillClient {
   // The idempotency key goes in `_meta`, where MCP puts what is about a
   // request rather than the tool's input: a tool's schema never sees it.
   async callTool(name: string, args: Record<string, unknown>, idempotencyKey: string, signal?: AbortSignal): Promise<CallToolResult> {
+    const own = new AbortController();
+    this.calls.set(idempotencyKey, own);
     try {
       const params = { name, arguments: args, _meta: { [IDEMPOTENCY_KEY_META]: idempotencyKey } };
-      return (await this.client.callTool(params, undefined, { timeout: this.callTimeoutMs, signal })) as CallToolResult;
+      const either = signal ? AbortSignal.any([signal, own.signal]) : own.signal;
+      return (await this.client.callTool(params, undefined, { timeout: this.callTimeoutMs, signal: either })) as CallToolResult;
     } catch (err) {
-      throw toSkillError(err);
+      throw toSkillError(own.signal.aborted ? own.signal.reason : err);
+    } finally {
+      if (this.calls.get(idempotencyKey) === own) this.calls.delete(idempotencyKey);
     }
   }
 

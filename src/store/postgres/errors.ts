@@ -1,5 +1,5 @@
 import { DrizzleQueryError } from "drizzle-orm";
-import { StoreConflictError, StoreReferenceError, StoreUnavailableError } from "../errors.js";
+import { StoreConflictError, StoreReferenceError, StoreRefusedError, StoreUnavailableError } from "../errors.js";
 
 // SQLSTATEs that mean "the database cannot serve now", as opposed to a bad
 // request: connection exceptions (08), insufficient resources (53), operator
@@ -8,6 +8,11 @@ import { StoreConflictError, StoreReferenceError, StoreUnavailableError } from "
 // connections (55000), failed authentication (28), and the transient
 // conflicts a retry resolves (40001 serialization, 40P01 deadlock, 55P03 lock
 // not available).
+// Data exceptions (22: a NUL in text, \u0000 or an unpaired surrogate in jsonb,
+// a value too long) and program limits (54: a value past 1 GB, too deep):
+// the same value is refused every time.
+const REFUSED_SQLSTATE = /^(22|54)/;
+
 const UNAVAILABLE_SQLSTATE = /^(08|53|57P0|28|40001$|40P01$|3D000$|55000$|55P03$|57014$)/;
 
 // What postgres.js and Node report when there is no connection at all.
@@ -36,6 +41,7 @@ export function toStoreError(err: unknown): unknown {
   if (code === "23505") return new StoreConflictError(message);
   if (code === "23503") return new StoreReferenceError(message);
   if (CONNECTION_CODES.has(code) || UNAVAILABLE_SQLSTATE.test(code)) return new StoreUnavailableError(message);
+  if (REFUSED_SQLSTATE.test(code)) return new StoreRefusedError(message);
   return cause;
 }
 

@@ -1,5 +1,6 @@
 import type postgres from "postgres";
 import { fairPick, pickAsync, WORKER_LOST_ERROR, type QueuedCandidate, type RunningCount } from "../claim.js";
+import { writingJson } from "../errors.js";
 import { groupCommit } from "../group-commit.js";
 import type { RunRow } from "../rows.js";
 import type { SignalHub } from "../signal-hub.js";
@@ -82,6 +83,7 @@ interface StateWrite {
 }
 
 const stateWrite = (
+  json: (value: unknown) => string,
   id: string,
   owner: string,
   now: number,
@@ -90,7 +92,7 @@ const stateWrite = (
 ): StateWrite => ({
   id,
   finish: outcome !== undefined,
-  json: JSON.stringify({ id, owner, now, steps, status: outcome?.status ?? null, output: outcome?.output ?? null, error: outcome?.error ?? null }),
+  json: json({ id, owner, now, steps, status: outcome?.status ?? null, output: outcome?.output ?? null, error: outcome?.error ?? null }),
 });
 
 
@@ -279,8 +281,8 @@ export function createPgRunQueue(sql: Sql, signals: SignalHub, changes: ChangeNo
             ).map((r) => r.id),
           ))(),
       ),
-    recordSteps: (owner, id, steps, now) => write(stateWrite(id, owner, now, steps)),
-    finish: (owner, id, o, now) => write(stateWrite(id, owner, now, o.steps, { status: o.status, output: o.output, error: o.error })),
+    recordSteps: (owner, id, steps, now) => writingJson((json) => write(stateWrite(json, id, owner, now, steps))),
+    finish: (owner, id, o, now) => writingJson((json) => write(stateWrite(json, id, owner, now, o.steps, { status: o.status, output: o.output, error: o.error }))),
     release: (owner, ids, now) =>
       mapped(
         (async () => {

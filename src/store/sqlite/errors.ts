@@ -1,4 +1,4 @@
-import { StoreConflictError, StoreReferenceError, StoreUnavailableError } from "../errors.js";
+import { StoreConflictError, StoreReferenceError, StoreRefusedError, StoreUnavailableError } from "../errors.js";
 
 // SQLite error codes that mean "the database cannot serve now", as opposed to
 // a bad request: they surface as `unavailable`.
@@ -11,6 +11,8 @@ export function toStoreError(err: unknown): unknown {
     if (code === "SQLITE_CONSTRAINT_UNIQUE" || code === "SQLITE_CONSTRAINT_PRIMARYKEY") return new StoreConflictError(message);
     if (code === "SQLITE_CONSTRAINT_FOREIGNKEY") return new StoreReferenceError(message);
     if (UNAVAILABLE_CODES.test(code)) return new StoreUnavailableError(message);
+    // A string or blob past SQLite's length limit: refused every time.
+    if (code === "SQLITE_TOOBIG") return new StoreRefusedError(message);
   }
   // Matched by message: the native module's TypeError may come from another realm.
   if (/database connection is not open/.test(message)) return new StoreUnavailableError(message);

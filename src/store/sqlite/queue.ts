@@ -3,6 +3,7 @@ import type { RunRow } from "../rows.js";
 import { fairPick, pickSync, WORKER_LOST_ERROR, type QueuedCandidate, type RunningCount } from "../claim.js";
 import { groupCommit } from "../group-commit.js";
 import { run } from "./errors.js";
+import { writingJson } from "../errors.js";
 import type { QueueStats, RunOutcome, RunQueue } from "../store.js";
 import { idTime } from "../../lib/ids.js";
 
@@ -167,18 +168,20 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
       run(() => unsynced(() => claimTx.immediate(owner, limit, leaseMs, maxAttempts, now, executing))),
     heartbeat: (owner, ids, leaseMs, now) => run(() => new Set(heartbeatTx(owner, ids, now + leaseMs))),
     // Serialized now: the caller may go on changing its array.
-    recordSteps: (owner, id, s, now) => write({ kind: "steps", owner, id, steps: JSON.stringify(s), now }),
+    recordSteps: (owner, id, s, now) => writingJson((json) => write({ kind: "steps", owner, id, steps: json(s), now })),
     finish: (owner, id, o: RunOutcome, now) =>
-      write({
-        kind: "finish",
-        owner,
-        id,
-        status: o.status,
-        steps: JSON.stringify(o.steps),
-        output: o.output === undefined ? null : JSON.stringify(o.output),
-        error: o.error,
-        now,
-      }),
+      writingJson((json) =>
+        write({
+          kind: "finish",
+          owner,
+          id,
+          status: o.status,
+          steps: json(o.steps),
+          output: o.output === undefined ? null : json(o.output),
+          error: o.error,
+          now,
+        }),
+      ),
     release: (owner, ids, now) => run(() => releaseTx(owner, ids, now)),
     cancel: (tenantId, id, now) =>
       run(() => {
