@@ -26,7 +26,7 @@ export function createSqliteOverview(raw: Database.Database): OverviewStore {
   );
   const groups = (select: string, where = "") => raw.prepare<Window, RunGroup>(`${select} from runs where ${IN_RUNS} ${where}`);
   const statements = [
-    groups(`select 'bucket' as "set", (create_time - :start) / :bucket as bucket, status, count(*) as n`, "group by 2, 3"),
+    groups(`select 'bucket' as "set", (create_time - cast(:start as integer)) / cast(:bucket as integer) as bucket, status, count(*) as n`, "group by 2, 3"),
     groups(`select 'agent' as "set", agent_id as id, count(*) as n, sum(${FAILED}) as failures`, "group by agent_id"),
     groups(`select 'trigger' as "set", trigger_id as id, count(*) as n, sum(${FAILED}) as failures`, "and trigger_id is not null group by trigger_id"),
     groups(
@@ -36,7 +36,7 @@ export function createSqliteOverview(raw: Database.Database): OverviewStore {
     groups(`select 'duration' as "set", ${DURATION_KEY("(end_time - start_time)")} as ms, count(*) as n`, `and ${ENDED} group by 2`),
   ];
   const events = raw.prepare<Window, { bucket: number; n: number }>(
-    `select (receive_time - :start) / :bucket as bucket, count(*) as n from events
+    `select (receive_time - cast(:start as integer)) / cast(:bucket as integer) as bucket, count(*) as n from events
      where tenant_id = :tenant and id >= :lo and id < :hi and receive_time >= :start and receive_time < :end group by 1`,
   );
   const queued = raw.prepare<[string], { n: number; oldest: string | null }>(
