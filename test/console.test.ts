@@ -71,7 +71,7 @@ async function login(page: Page, user: string): Promise<void> {
   await page.locator('input[name="password"]').fill("anything");
   await page.getByRole("button", { name: "Sign-in" }).click();
   await page.getByRole("button", { name: "Continue" }).click();
-  await page.waitForURL(/\/console\/t\/[^/]+\/events/);
+  await page.waitForURL(/\/console\/t\/[^/]+\/overview/);
 }
 
 async function openTenant(page: Page, slug: string): Promise<void> {
