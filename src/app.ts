@@ -152,6 +152,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     onRunCancelled: (id) => execution?.cancel(id),
     sandbox,
     filterPolicy: options.expressions?.filter,
+    stepBudgetMs: options.expressions?.stepBudgetMs,
     onFilterFailure: (trigger, reason, message) => {
       metrics.filterFailures.inc({ reason });
       const held = filterWarnings.admit(trigger.id);

@@ -6,7 +6,9 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { sign as githubSign } from "@octokit/webhooks-methods";
 import type { Browser, Page } from "playwright-core";
+import { OverviewWindow } from "../gen/platform/v1/overview_pb.js";
 import { loadConfig } from "../src/config.js";
+import { overviewQuery } from "../src/service/overview.js";
 import { createAuthenticator } from "../src/integrations/identity/index.js";
 import { firstLoadJsGzipBytes, launchBrowser, newUser, screenshot, SCREENSHOTS } from "./support/browser.js";
 import { startHeadersMcp, startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
@@ -71,7 +73,7 @@ async function login(page: Page, user: string): Promise<void> {
   await page.locator('input[name="password"]').fill("anything");
   await page.getByRole("button", { name: "Sign-in" }).click();
   await page.getByRole("button", { name: "Continue" }).click();
-  await page.waitForURL(/\/console\/t\/[^/]+\/events/);
+  await page.waitForURL(/\/console\/t\/[^/]+\/overview/);
 }
 
 async function openTenant(page: Page, slug: string): Promise<void> {
@@ -331,6 +333,28 @@ describe("console in Chromium, jwt mode, login at oidc-provider", () => {
     await admin.getByRole("heading", { name: "Webhook source github" }).waitFor();
     expect(await admin.getByTestId("signing-secret").count()).toBe(0);
     expect(await admin.locator("body").textContent()).not.toContain(rotated);
+  }, 60_000);
+
+  test("the overview shows the figures the store aggregates for the last hour, drawn as a chart", async () => {
+    await openTenant(admin, "acme");
+    await section(admin, "Overview");
+    const tenant = (await server.store.tenants.get("acme"))!;
+    // The page reads every 5 s: wait until it shows what the store says now
+    // (the runs of the tests above have ended).
+    const tile = (name: string) => admin.locator(".tiles > div", { hasText: name }).locator("dd");
+    await waitFor("the overview's tiles to show the store's counts", 20_000, async () => {
+      const counts = await server.store.overview.tenant(tenant.id, overviewQuery(OverviewWindow.HOUR, Date.now()));
+      const runs = Object.values(counts.runs).flat().reduce((a, b) => a + b, 0);
+      const events = counts.events.reduce((a, b) => a + b, 0);
+      const shown = (await tile("Runs").innerText()) === String(runs) && (await tile("Events received").innerText()) === String(events);
+      return runs > 0 && shown ? true : undefined;
+    }, 200);
+    expect(await admin.locator(".chart svg g").count()).toBe(60);
+    expect(await admin.locator(".chart rect.bar-succeeded").count()).toBeGreaterThan(0);
+    await screenshot(admin, "overview");
+    await admin.getByRole("button", { name: "7 days" }).click();
+    await admin.waitForURL(/window=week/);
+    await waitFor("the week's 168 buckets", 20_000, async () => ((await admin.locator(".chart svg g").count()) === 168 ? true : undefined));
   }, 60_000);
 
   test("a viewer sees no write controls; the tenant switcher shows the admin's other tenant read-only", async () => {

@@ -11,6 +11,8 @@ it("derives every REST route from the PlatformService descriptor", () => {
     "GET /api/v1/tenants/:id -> GetTenant",
     "PATCH /api/v1/tenants/:id -> UpdateTenant",
     "GET /api/v1/memberships -> ListMemberships",
+    "GET /api/v1/tenant-overview -> GetTenantOverview",
+    "POST /api/v1/test-expression -> TestExpression",
     "GET /api/v1/members -> ListMembers",
     "POST /api/v1/members -> AddMember",
     "PATCH /api/v1/members/:id -> UpdateMember",

@@ -7,6 +7,7 @@ import { ErrorBanner } from "./components/form.js";
 import { Link, match, useRouter } from "./router.js";
 import { tenantContext, TenantProvider, useTenant } from "./tenant.js";
 import { EventPage, EventsPage } from "./pages/events.js";
+import { OverviewPage } from "./pages/overview.js";
 import { RunPage, RunsPage } from "./pages/runs.js";
 import { AgentEditPage, AgentPage, AgentsPage } from "./pages/agents.js";
 import { TriggerEditPage, TriggerPage, TriggersPage } from "./pages/triggers.js";
@@ -14,6 +15,7 @@ import { SkillEditPage, SkillPage, SkillsPage } from "./pages/skills.js";
 import { SourceEditPage, SourcePage, SourcesPage } from "./pages/sources.js";
 
 const SECTIONS: [string, string][] = [
+  ["overview", "Overview"],
   ["events", "Events"],
   ["runs", "Runs"],
   ["agents", "Agents"],
@@ -24,7 +26,8 @@ const SECTIONS: [string, string][] = [
 
 // Each route's page under /t/:tenant. "new" and ":id/edit" are the forms.
 const ROUTES: [string, (p: Record<string, string>) => ReactNode][] = [
-  ["", () => <EventsPage />],
+  ["", () => <OverviewPage />],
+  ["/overview", () => <OverviewPage />],
   ["/events", () => <EventsPage />],
   ["/events/:id", (p) => <EventPage id={p.id!} />],
   ["/runs", () => <RunsPage />],
@@ -87,7 +90,7 @@ function TenantSwitcher({ memberships, current }: { memberships: Membership[]; c
         value={current}
         onChange={(e) => {
           // Same section in the other tenant; records do not carry over.
-          const section = /^\/t\/[^/]+\/([^/]+)/.exec(loc.path)?.[1] ?? "events";
+          const section = /^\/t\/[^/]+\/([^/]+)/.exec(loc.path)?.[1] ?? "overview";
           navigate(`/t/${encodeURIComponent(e.target.value)}/${section}`);
         }}
       >
@@ -124,7 +127,7 @@ export function App() {
   const slug = m ? decodeURIComponent(m[1]!) : undefined;
   const membership = memberships?.find((x) => x.tenant === slug);
   useEffect(() => {
-    if (memberships?.length && !slug) navigate(`/t/${encodeURIComponent(memberships[0]!.tenant)}/events`, true);
+    if (memberships?.length && !slug) navigate(`/t/${encodeURIComponent(memberships[0]!.tenant)}/overview`, true);
   }, [memberships, slug]);
 
   const header = (
@@ -159,7 +162,7 @@ export function App() {
     <TenantProvider value={ctx}>
       {header}
       <div className="layout">
-        <Nav section={/^\/([^/]+)/.exec(rest)?.[1] ?? "events"} />
+        <Nav section={/^\/([^/]+)/.exec(rest)?.[1] ?? "overview"} />
         <main id="main">
           <TenantPage key={slug} rest={rest} />
         </main>

@@ -17,7 +17,10 @@ import { checkStorableRequest } from "./validate.js";
 import { agentHandlers } from "./agents.js";
 import { eventHandlers } from "./events.js";
 import type { Handler, PlatformHandlers, PlatformStreamHandlers, RunsQueued, ServiceDeps } from "./handlers.js";
+import { DEFAULT_STEP_BUDGET_MS } from "../runtime/runtime.js";
+import { expressionTrialHandlers } from "./expression-trial.js";
 import { memberHandlers } from "./members.js";
+import { overviewHandlers } from "./overview.js";
 import { membershipHandlers } from "./memberships.js";
 import { runHandlers } from "./runs.js";
 import { DEFAULT_STREAM_LIMITS, Streams, type StreamLimits } from "./streams.js";
@@ -49,6 +52,8 @@ export interface PlatformOptions {
   streams?: Partial<StreamLimits>;
   // Where the service is reached from outside, without a trailing slash.
   publicUrl?: string;
+  // A plan step's arguments' budget, for TestExpression (the runtime's).
+  stepBudgetMs?: number;
 }
 
 function told<C extends { tenant?: { id: string; slug: string } }>(caller: CallerInput, call: C): C {
@@ -123,6 +128,11 @@ export function createPlatform(options: PlatformOptions) {
     ...webhookSourceHandlers(deps),
     ...eventHandlers(deps),
     ...runHandlers(deps),
+    ...overviewHandlers(deps),
+    ...expressionTrialHandlers(deps, {
+      filterMs: options.filterPolicy?.budgetMs ?? DEFAULT_FILTER_POLICY.budgetMs,
+      stepMs: options.stepBudgetMs ?? DEFAULT_STEP_BUDGET_MS,
+    }),
   };
   const streams = new Streams({ ...DEFAULT_STREAM_LIMITS, ...options.streams }, deps.now);
   const streamHandlers: PlatformStreamHandlers = {

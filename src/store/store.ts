@@ -18,6 +18,7 @@ import type {
   WebhookSourceInsert,
   WebhookSourceRow,
 } from "./rows.js";
+import type { OverviewStore } from "./overview.js";
 
 export interface ListQuery<Row> {
   limit: number;
@@ -251,6 +252,7 @@ export interface Store {
   signals: StoreSignals;
   rateLimits: RateLimitStore;
   retention: RetentionStore;
+  overview: OverviewStore;
   // Throws StoreUnavailableError when the database cannot answer.
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -143,7 +143,7 @@ function operation(route: RestRoute, tag: string): Operation {
   if (route.idField) {
     // A request's own `id` field may say more (GetTenant takes a slug too).
     const own = pathField ? describe(method.input.fields.find((f) => f.name === pathField)!) : undefined;
-    parameters.push({ name: "id", in: "path", required: true, schema: { type: "string" }, description: own ?? `Id of the ${route.resource.name}.` });
+    parameters.push({ name: "id", in: "path", required: true, schema: { type: "string" }, description: own ?? `Id of the ${route.resource?.name ?? "record"}.` });
   }
   const bodyFields: DescField[] = [];
   for (const field of method.input.fields) {
@@ -184,7 +184,7 @@ export function openApiDocument(service: DescService, version: string): OpenApiD
   // A resource's tag: its collection path segment, described by the resource's comment.
   const tagOf = (route: RestRoute) => route.path.split("/")[3]!;
   const tags = new Map<string, string | undefined>();
-  for (const route of routes) tags.set(tagOf(route), describe(route.resource));
+  for (const route of routes) tags.set(tagOf(route), describe(route.resource ?? route.method));
   const paths: Record<string, Record<string, Operation>> = {};
   for (const route of routes) {
     const path = route.path.replace(/:(\w+)/g, "{$1}");

@@ -44,7 +44,9 @@ export function wellKnownSchema(message: DescMessage): JsonSchema | undefined {
   // A message of another package would be written as a plain object, which
   // its proto JSON form may not be: refuse rather than describe it wrongly.
   if (!known && !message.typeName.startsWith("platform.")) throw new Error(`no JSON schema for ${message.typeName}`);
-  return known;
+  // A copy: a caller marks its field's schema (readOnly on an output-only
+  // `Value`), which must not reach every other field of the type.
+  return known && { ...known };
 }
 
 export function scalarSchema(scalar: ScalarType): JsonSchema {

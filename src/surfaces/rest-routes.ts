@@ -1,6 +1,7 @@
 // The REST mirror's routes, derived from the service descriptor by the naming
 // convention written on PlatformService in the proto: no hand-kept list.
 import type { DescField, DescMessage, DescMethod, DescService } from "@bufbuild/protobuf";
+import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 
 export type HttpVerb = "GET" | "POST" | "PATCH" | "DELETE";
 
@@ -11,8 +12,9 @@ export interface RestRoute {
   // Request field set from the `:id` path segment (`id`, or `<resource>.id`).
   idField?: string[];
   successStatus: 200 | 201;
-  // The resource the route acts on (the element type of its List method).
-  resource: DescMessage;
+  // The resource the route acts on (the element type of its List method);
+  // none for a method on the selected tenant as a whole.
+  resource?: DescMessage;
 }
 
 const kebab = (s: string) => s.replace(/([a-z0-9])([A-Z])/g, "$1-$2").toLowerCase();
@@ -54,6 +56,16 @@ export function deriveRestRoutes(service: DescService, prefix = "/api/v1"): Rest
     const listed = resources.find((r) => method.name === `List${r.plural}`);
     if (listed) {
       routes.push({ method, verb: "GET", path: `${prefix}/${kebab(listed.plural)}`, successStatus: 200, resource: listed.message });
+      continue;
+    }
+    // A request naming no record (no `id`, no resource) acts on the selected
+    // tenant as a whole: a read is GET of what it gets, anything else POST of
+    // the method's name.
+    const namesRecord = method.input.fields.some((f) => f.name === "id" || resources.some((r) => r.message === f.message));
+    if (!namesRecord) {
+      const read = method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS && method.name.startsWith("Get");
+      const name = read ? method.name.slice(3) : method.name;
+      routes.push({ method, verb: read ? "GET" : "POST", path: `${prefix}/${kebab(name)}`, successStatus: 200 });
       continue;
     }
     const verbEnd = method.name.slice(1).search(/[A-Z]/) + 1;

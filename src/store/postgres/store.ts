@@ -14,6 +14,7 @@ import { createPgRunQueue } from "./queue.js";
 import { createPgRateLimits } from "./rate-limits.js";
 import { tenantRepo, tenantStore } from "./repos.js";
 import { createPgRetention } from "./retention.js";
+import { createPgOverview } from "./overview.js";
 import { queuedCount, queueStats } from "./runs.js";
 import { createPgScheduleStore } from "./schedules.js";
 import * as schema from "./schema.js";
@@ -94,6 +95,7 @@ export async function createPostgresStore(options: PostgresStoreOptions): Promis
     signals,
     rateLimits: createPgRateLimits(sql),
     retention: createPgRetention(sql),
+    overview: createPgOverview(sql, timeoutMs),
     // Any failure, or no answer in time (a host that drops packets leaves a
     // connection attempt hanging), is "unreachable".
     async ping() {

@@ -8,6 +8,7 @@ import type { GroupCommitOptions } from "../group-commit.js";
 import { createSqliteWebhookStore } from "./ingest.js";
 import { createSqliteRunQueue, prepareQueuedCount, prepareQueueStats } from "./queue.js";
 import { createSqliteRateLimits } from "./rate-limits.js";
+import { createSqliteOverview } from "./overview.js";
 import { createSqliteRetention } from "./retention.js";
 import { createSqliteScheduleStore } from "./schedules.js";
 import type * as rows from "../rows.js";
@@ -381,6 +382,7 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
     signals,
     rateLimits: createSqliteRateLimits(limits),
     retention: createSqliteRetention(raw),
+    overview: createSqliteOverview(raw),
     ping: () => run(() => void ping.get()),
     close: () =>
       run(() => {

@@ -1,0 +1,105 @@
+// The tenant overview on PostgreSQL: one pass over the window's runs
+// computes every grouping at once (GROUPING SETS, hashed), the window cut in
+// SLICES read side by side on the pool; events and the queue alongside. Rows
+// are found by the tenant's (tenant_id, id) index through an id range (ids
+// are UUIDv7: they sort by creation time), and sorting is switched off for
+// the statement, so neither plan depends on statistics the tables may lack.
+import { idFloor, idTime } from "../../lib/ids.js";
+import { DURATION_KEY, ID_MARGIN_MS, foldGroups, type OverviewCounts, type OverviewQuery, type OverviewStore, type RunGroup } from "../overview.js";
+import type { RunStatus } from "../types.js";
+import { within } from "./deadline.js";
+import { pg } from "./errors.js";
+import type { Sql } from "./open.js";
+
+// runtime/error-kinds.ts's LEADING_KIND, in PostgreSQL's regex dialect.
+const LEADING_WORD = String.raw`^(?:steps\[\d+\][^:]*: )?([a-z_]+)\y`;
+const FAILED = `status in ('failed', 'timed_out')`;
+const ENDED = `status in ('succeeded', 'failed', 'timed_out') and start_time is not null and end_time is not null`;
+// Concurrent slices of the window: the machine's cores share one overview.
+const SLICES = 2;
+
+// $1 tenant, $2/$3 id range, $4/$5 the slice's times, $6 the window's start, $7 bucket width.
+const GROUPS = `
+  select grouping(bucket, status, agent_id, trigger_id, word, d) as g, bucket, status, agent_id, trigger_id, word, d,
+    count(*)::int as n, count(*) filter (where ${FAILED})::int as failures
+  from (
+    select ((create_time - $6) / $7)::int as bucket, status, agent_id, trigger_id,
+      case when status = 'failed' then coalesce(substring(error from '${LEADING_WORD}'), '') when status = 'timed_out' then '' end as word,
+      case when ${ENDED} then ${DURATION_KEY("(end_time - start_time)")} end::float8 as d
+    from runs where tenant_id = $1 and id >= $2 and id < $3 and create_time >= $4 and create_time < $5
+  ) r
+  group by grouping sets ((bucket, status), (agent_id), (trigger_id), (status, word), (d))`;
+
+interface GroupRow {
+  g: number;
+  bucket: number | null;
+  status: RunStatus | null;
+  agent_id: string | null;
+  trigger_id: string | null;
+  word: string | null;
+  d: number | null;
+  n: number;
+  failures: number;
+}
+
+// grouping() sets a bit per column left out, the first column highest.
+const ONLY = (...kept: number[]) => 0b111111 ^ kept.reduce((a, bit) => a | (1 << (5 - bit)), 0);
+const SETS = { bucket: ONLY(0, 1), agent: ONLY(2), trigger: ONLY(3), word: ONLY(1, 4), duration: ONLY(5) };
+
+function toGroup(r: GroupRow): RunGroup | undefined {
+  switch (r.g) {
+    case SETS.bucket:
+      return { set: "bucket", bucket: r.bucket!, status: r.status!, n: r.n };
+    case SETS.agent:
+      return { set: "agent", id: r.agent_id!, n: r.n, failures: r.failures };
+    case SETS.trigger:
+      return r.trigger_id === null ? undefined : { set: "trigger", id: r.trigger_id, n: r.n, failures: r.failures };
+    case SETS.word:
+      return r.word === null ? undefined : { set: "word", status: r.status as "failed" | "timed_out", word: r.word, n: r.n };
+    case SETS.duration:
+      return r.d === null ? undefined : { set: "duration", ms: r.d, n: r.n };
+  }
+  return undefined;
+}
+
+export function createPgOverview(sql: Sql, timeoutMs: number): OverviewStore {
+  // One slice's groups, in a transaction of its own: `enable_sort` off makes
+  // the hashed plan the only one, whatever the row estimate.
+  const slice = (tenantId: string, q: OverviewQuery, from: number, to: number) =>
+    sql.begin(async (tx) => {
+      await tx`set local enable_sort = off`;
+      await tx`set local work_mem = '32MB'`;
+      const params = [tenantId, idFloor("run", from - ID_MARGIN_MS), idFloor("run", to + ID_MARGIN_MS), from, to, q.start, q.bucketMs];
+      return within(tx.unsafe<GroupRow[]>(GROUPS, params, { prepare: true }), timeoutMs);
+    });
+
+  return {
+    tenant: (tenantId: string, q: OverviewQuery): Promise<OverviewCounts> =>
+      pg(async () => {
+        const end = q.start + q.buckets * q.bucketMs;
+        const per = Math.ceil(q.buckets / SLICES) * q.bucketMs;
+        const slices: Promise<GroupRow[]>[] = [];
+        for (let from = q.start; from < end; from += per) slices.push(slice(tenantId, q, from, Math.min(end, from + per)));
+        const [events, queued, ...groups] = await Promise.all([
+          within(
+            sql.unsafe<{ bucket: number; n: number }[]>(
+              `select ((receive_time - $4) / $6)::int as bucket, count(*)::int as n from events
+               where tenant_id = $1 and id >= $2 and id < $3 and receive_time >= $4 and receive_time < $5 group by 1`,
+              [tenantId, idFloor("evt", q.start - ID_MARGIN_MS), idFloor("evt", end + ID_MARGIN_MS), q.start, end, q.bucketMs],
+              { prepare: true },
+            ),
+            timeoutMs,
+          ),
+          within(
+            sql<{ n: number; oldest: string | null }[]>`select count(*)::int as n, min(id) as oldest from runs
+              where tenant_id = ${tenantId} and status = 'queued'`,
+            timeoutMs,
+          ),
+          ...slices,
+        ]);
+        const rows = groups.flat().map(toGroup).filter((g): g is RunGroup => g !== undefined);
+        const oldest = queued[0]?.oldest;
+        return foldGroups(q, rows, events, { n: queued[0]?.n ?? 0, oldestTime: oldest ? idTime(oldest) : undefined });
+      }),
+  };
+}
