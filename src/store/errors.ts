@@ -9,3 +9,7 @@ export class StoreReferenceError extends Error {
 export class StoreUnavailableError extends Error {
   override name = "StoreUnavailableError";
 }
+// A write that would take a tenant past a cap the caller set (queued runs).
+export class StoreQuotaError extends Error {
+  override name = "StoreQuotaError";
+}
