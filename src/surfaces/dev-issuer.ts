@@ -2,7 +2,7 @@ import { IncomingMessage } from "node:http";
 import { ConnectError } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { DevIssuer, TokenRequest } from "../integrations/identity/dev-issuer.js";
-import { DEV_TENANT, DEV_USER, OIDC_SCOPES, REGISTRATION_LIMITS } from "../integrations/identity/dev-login.js";
+import { DEV_TENANT, DEV_USER, grantableScopes, OIDC_SCOPES, REGISTRATION_LIMITS } from "../integrations/identity/dev-login.js";
 import { errorPage, PAGE_HEADERS, signInPage } from "./dev-sign-in-page.js";
 
 // HTTP face of the `agentplane dev` issuer. The seed's variant B token
@@ -40,8 +40,9 @@ export async function devIssuerSurface(app: FastifyInstance, { issuer }: { issue
     let body = fields as TokenRequest;
     const basic = /^Basic (.+)$/i.exec(req.headers.authorization ?? "");
     if (basic) {
-      const [id, secret] = Buffer.from(basic[1]!, "base64").toString("utf8").split(":");
-      body = { ...body, client_id: decodeURIComponent(id ?? ""), client_secret: decodeURIComponent(secret ?? "") };
+      const credentials = basicCredentials(basic[1]!);
+      if (!credentials) return reply.status(401).send({ error: "invalid_client", error_description: "the Basic credentials are malformed" });
+      body = { ...body, ...credentials };
     }
     try {
       return await issuer.issue(body);
@@ -96,7 +97,7 @@ export async function devIssuerSurface(app: FastifyInstance, { issuer }: { issue
         clientId,
         clientName: client?.clientName,
         redirectUri: String(params.redirect_uri),
-        scopes: scopesOf(params.scope),
+        scopes: grantableScopes(scopesOf(params.scope)),
         resources: resourcesOf(params.resource, issuer.audience),
         action: `/oauth/interaction/${interaction.uid}`,
       }),
@@ -106,10 +107,11 @@ export async function devIssuerSurface(app: FastifyInstance, { issuer }: { issue
     const interaction = await interactionOf(req, reply);
     if (!interaction) return;
     const { params } = interaction;
-    // One click signs in and grants what was asked, so the flow does not
-    // come back for a separate consent step.
+    // One click signs in and grants what was asked and an interactive login
+    // may have (never platform:admin), so the flow does not come back for a
+    // separate consent step.
     const grant = new provider.Grant({ accountId: DEV_USER, clientId: String(params.client_id) });
-    const scopes = scopesOf(params.scope);
+    const scopes = grantableScopes(scopesOf(params.scope));
     const resourceScopes = scopes.filter((s) => !OIDC_SCOPES.has(s));
     // The provider counts every scope it knows as an OpenID scope too.
     if (scopes.length) grant.addOIDCScope(scopes.join(" "));
@@ -194,6 +196,21 @@ function registrationProblem(fields: Record<string, unknown> | undefined): [stri
   if (typeof name === "string" && name.length > L.clientNameLength)
     return ["invalid_client_metadata", `client_name is at most ${L.clientNameLength} characters`];
   return undefined;
+}
+
+// RFC 6749 §2.3.1: base64 of the form-encoded id and secret joined by a
+// colon; undefined for anything else (the decoding throws on a stray `%`).
+function basicCredentials(encoded: string): { client_id: string; client_secret: string } | undefined {
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded)) return undefined;
+  const decoded = Buffer.from(encoded, "base64").toString("utf8");
+  const colon = decoded.indexOf(":");
+  if (colon < 0) return undefined;
+  try {
+    const form = (s: string) => decodeURIComponent(s.replace(/\+/g, " "));
+    return { client_id: form(decoded.slice(0, colon)), client_secret: form(decoded.slice(colon + 1)) };
+  } catch {
+    return undefined;
+  }
 }
 
 const scopesOf = (scope: unknown) => (typeof scope === "string" ? scope.split(" ").filter(Boolean) : []);
