@@ -10,7 +10,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
 import { decodeJwt } from "jose";
 import { ensureDevTenant } from "../src/cli/dev-tenant.js";
-import { CONSOLE_CLIENT_ID, CONSOLE_SCOPES, DEV_USER } from "../src/integrations/identity/dev-login.js";
+import { CONSOLE_CLIENT_ID, CONSOLE_SCOPES, DEV_USER, REGISTRATION_LIMITS } from "../src/integrations/identity/dev-login.js";
 import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
 
 // A browser's share of the flow: cookies (any path) and manual redirects.
@@ -408,16 +408,25 @@ describe("dev issuer login", () => {
     }
   });
 
-  it("keeps at most 100 registrations: the oldest goes, as a client that must register again", async () => {
-    const ids: string[] = [];
-    for (let i = 0; i < 101; i++)
-      ids.push(((await (await register(server, { redirect_uris: [REDIRECT], token_endpoint_auth_method: "none" })).json()) as { client_id: string }).client_id);
-    const authorize = (client_id: string) =>
-      fetch(`${server.url}/oauth/authorize?${new URLSearchParams({ response_type: "code", client_id, redirect_uri: REDIRECT, scope: "platform:read", code_challenge: pkce().challenge, code_challenge_method: "S256" })}`, { redirect: "manual" });
-    const gone = await authorize(ids[0]!);
-    expect(gone.status).toBe(400);
-    expect(await gone.text()).toContain("invalid_client");
-    expect((await authorize(ids[100]!)).status).toBe(303);
-    expect((JSON.parse(readFileSync(join(server.dir, "dev-clients.json"), "utf8")) as unknown[]).length).toBe(100);
+  it("rate-limits registration: past a burst, 429 with Retry-After, and the clients file is not rewritten (issue 19 item 8)", async () => {
+    const fresh = await startServer({ devIssuer: true });
+    try {
+      const file = join(fresh.dir, "dev-clients.json");
+      const started = performance.now();
+      const answers: Response[] = [];
+      for (let i = 0; i < 40; i++) answers.push(await register(fresh, { redirect_uris: [REDIRECT], token_endpoint_auth_method: "none" }));
+      const elapsedMs = performance.now() - started;
+      const accepted = answers.filter((r) => r.status === 201).length;
+      // The burst, and what the bucket refilled while the test ran (10 a minute).
+      expect(accepted).toBeGreaterThanOrEqual(REGISTRATION_LIMITS.burst);
+      expect(accepted).toBeLessThanOrEqual(REGISTRATION_LIMITS.burst + Math.ceil((elapsedMs / 60_000) * REGISTRATION_LIMITS.perMinute));
+      const refused = answers.find((r) => r.status !== 201)!;
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+      expect(await refused.json()).toMatchObject({ error: "temporarily_unavailable" });
+      expect((JSON.parse(readFileSync(file, "utf8")) as unknown[]).length).toBe(accepted);
+    } finally {
+      await fresh.close();
+    }
   });
 });

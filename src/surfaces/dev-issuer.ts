@@ -66,7 +66,9 @@ export async function devIssuerSurface(app: FastifyInstance, { issuer }: { issue
   app.options("/.well-known/oauth-authorization-server", discovery);
 
   // RFC 7591, open as MCP clients expect, bounded: the provider keeps at most
-  // REGISTRATION_LIMITS.clients, dropping the oldest.
+  // REGISTRATION_LIMITS.clients, dropping the oldest no one is signed in
+  // with, and registrations are rate-limited (one bucket for everyone).
+  const registrations = tokenBucket(REGISTRATION_LIMITS.burst, REGISTRATION_LIMITS.perMinute / 60);
   app.options("/oauth/register", async (_req, reply) =>
     reply
       .status(204)
@@ -78,6 +80,12 @@ export async function devIssuerSurface(app: FastifyInstance, { issuer }: { issue
     reply.raw.setHeader("access-control-allow-origin", "*");
     const problem = registrationProblem(bodyFields(req));
     if (problem) return reply.status(400).send({ error: problem[0], error_description: problem[1] });
+    const wait = registrations.take(Date.now());
+    if (wait !== undefined)
+      return reply
+        .status(429)
+        .header("retry-after", String(wait))
+        .send({ error: "temporarily_unavailable", error_description: `too many registrations; try again in ${wait} s` });
     return forward(req, reply);
   });
 
@@ -196,6 +204,24 @@ function registrationProblem(fields: Record<string, unknown> | undefined): [stri
   if (typeof name === "string" && name.length > L.clientNameLength)
     return ["invalid_client_metadata", `client_name is at most ${L.clientNameLength} characters`];
   return undefined;
+}
+
+// A token bucket: take() is undefined when a token was taken, else the
+// seconds until one is there.
+function tokenBucket(burst: number, perSecond: number) {
+  let tokens = burst;
+  let at = 0;
+  return {
+    take(now: number): number | undefined {
+      tokens = Math.min(burst, tokens + (at ? ((now - at) / 1000) * perSecond : 0));
+      at = now;
+      if (tokens >= 1) {
+        tokens -= 1;
+        return undefined;
+      }
+      return Math.ceil((1 - tokens) / perSecond);
+    },
+  };
 }
 
 // RFC 6749 §2.3.1: base64 of the form-encoded id and secret joined by a
