@@ -3,6 +3,8 @@
 // and not when a key with a line break fails in our own header check.
 import { createChatModel, ModelError, type ModelEndpoint } from "../src/integrations/model/chat-model.js";
 import { startModelServer, type ModelServer } from "./support/model-server.js";
+import { devIssuer, devToken } from "./support/dev-auth.js";
+import { bearer, connectCall, startServer } from "./support/server.js";
 
 const KEY = "sk-live-Zq8/+Rt5v2Wm9Xy7Kp3~Lh";
 const b64 = (s: string) => Buffer.from(s).toString("base64");
@@ -62,5 +64,28 @@ describe("model API key redaction", () => {
     expect(err.message).not.toContain("first-half");
     expect(err.message).not.toContain("second-half");
     expect(err.message).toContain("[redacted]");
+  });
+});
+
+describe("a model API key with a line break", () => {
+  it("is refused when saved, without being quoted", async () => {
+    const issuer = await devIssuer();
+    const admin = await devToken(issuer);
+    const s = await startServer({ authenticator: issuer.authenticator(60) });
+    try {
+      await s.seedTenant("acme", [{ subject: issuer.clientId, role: "admin" }]);
+      const res = await connectCall(
+        s,
+        "CreateAgent",
+        { agent: { name: "a", model: { baseUrl: "https://models.test/v1", model: "m", apiKey: "sk-first-half\r\nX-Injected: 1" } } },
+        bearer(admin, "acme"),
+      );
+      expect({ status: res.status, body: res.body }).toEqual({
+        status: 400,
+        body: { code: "invalid_argument", message: "agent.model.api_key: must be visible ASCII, spaces and tabs" },
+      });
+    } finally {
+      await s.close();
+    }
   });
 });

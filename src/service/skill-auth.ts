@@ -82,9 +82,17 @@ function checkHeaderName(field: string, name: string): string {
 // same rule to its --header options.
 export function checkSkillHeader(field: string, h: { name: string; value: string }): string {
   const name = checkHeaderName(`${field}.name`, h.name);
-  checkLength(`${field}.value`, h.value, MAX_LENGTH.secret);
-  if (!FIELD_VALUE.test(h.value)) throw invalidArgument(`${field}.value`, "must be visible ASCII, spaces and tabs");
+  checkHeaderValue(`${field}.value`, h.value);
   return name;
+}
+
+// A secret the service sends in a header (a header value, a bearer token, a
+// model API key): within the length cap, and nothing that could split the
+// header or make the HTTP stack refuse it with the value in its error.
+export function checkHeaderValue(field: string, value: string): string {
+  checkLength(field, value, MAX_LENGTH.secret);
+  if (!FIELD_VALUE.test(value)) throw invalidArgument(field, "must be visible ASCII, spaces and tabs");
+  return value;
 }
 
 // Names in `auth`; values sealed together as one JSON object. An empty value
@@ -199,9 +207,8 @@ export async function skillAuthColumns(
     case "none":
       return { auth: { mode: "none" }, authSecret: null, authPrivateKey: null };
     case "staticBearer": {
-      checkLength("skill.auth.static_bearer.token", mode.value.token, MAX_LENGTH.secret);
-      // Sent as `Authorization: Bearer <token>`: the header value rule applies.
-      if (!FIELD_VALUE.test(mode.value.token)) throw invalidArgument("skill.auth.static_bearer.token", "must be visible ASCII, spaces and tabs");
+      // Sent as `Authorization: Bearer <token>`.
+      checkHeaderValue("skill.auth.static_bearer.token", mode.value.token);
       const secret = mode.value.token ? sealers.seal(mode.value.token) : same("static_bearer") ? previous!.secret : null;
       if (!secret) throw invalidArgument("skill.auth.static_bearer.token", missing("static_bearer"));
       return { auth: { mode: "static_bearer" }, authSecret: secret, authPrivateKey: null };
