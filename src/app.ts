@@ -67,6 +67,8 @@ export interface AppOptions {
   quotas?: Quotas;
   // Deepest nesting of a webhook payload or run input.
   jsonMaxDepth?: number;
+  // Shortest interval between two slots of a schedule trigger.
+  scheduleMinIntervalSeconds?: number;
   http?: HttpLimits;
   // Bounds of the Watch… streams; defaults from service/streams.ts.
   streams?: Partial<StreamLimits>;

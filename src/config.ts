@@ -7,7 +7,7 @@ import { INTROSPECTION_DEFAULTS, type IntrospectionOptions } from "./integration
 import type { JwtOptions } from "./integrations/identity/jwt.js";
 import { DEFAULT_OUTBOUND, type OutboundOptions } from "./integrations/outbound/outbound.js";
 import { AddressPolicy } from "./integrations/outbound/address-policy.js";
-import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, QUOTA_VARIABLES, type Quotas } from "./service/limits.js";
+import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, DEFAULT_SCHEDULE_MIN_INTERVAL_SECONDS, QUOTA_VARIABLES, type Quotas } from "./service/limits.js";
 import { openFileLimit } from "./lib/open-file-limit.js";
 import { DEFAULT_RECORD_LIMITS, type RecordLimits } from "./runtime/recordable.js";
 import type { ConsoleSettings } from "./surfaces/console.js";
@@ -53,6 +53,7 @@ export interface Config extends StoreConfig {
   webhookSignedBodyTimeoutMs: number;
   // Deepest nesting of a webhook payload or run input.
   jsonMaxDepth: number;
+  scheduleMinIntervalSeconds: number;
   quotas: Quotas;
   workerConcurrency: number;
   runLeaseMs: number;
@@ -403,6 +404,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     webhookTenantInflightBytes: positiveInt(env, "AGENTPLANE_WEBHOOK_TENANT_INFLIGHT_BYTES", DEFAULT_TENANT_INFLIGHT_BYTES, problems),
     webhookSignedBodyTimeoutMs: positiveInt(env, "AGENTPLANE_WEBHOOK_SIGNED_BODY_TIMEOUT_MS", DEFAULT_SIGNED_BODY_TIMEOUT_MS, problems),
     jsonMaxDepth: positiveInt(env, "AGENTPLANE_WEBHOOK_MAX_DEPTH", DEFAULT_JSON_MAX_DEPTH, problems),
+    scheduleMinIntervalSeconds: positiveInt(env, "AGENTPLANE_SCHEDULE_MIN_INTERVAL_SECONDS", DEFAULT_SCHEDULE_MIN_INTERVAL_SECONDS, problems),
     quotas: parseQuotas(env, problems),
     workerConcurrency: positiveInt(env, "AGENTPLANE_WORKER_CONCURRENCY", 8, problems),
     runLeaseMs: int(env, "AGENTPLANE_RUN_LEASE_SECONDS", 30, problems) * 1000,

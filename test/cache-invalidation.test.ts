@@ -80,6 +80,8 @@ beforeAll(async () => {
     authenticator: issuer.authenticator(60),
     webhook: { maxBytes: 1 << 20, ratePerSecond: 1e6, burst: 1e6 },
     secrets: new SecretBox(randomBytes(32)),
+    // The schedule test fires every second, not to wait a minute per slot.
+    scheduleMinIntervalSeconds: 1,
   };
   a = await startServer(options);
   b = await startServer({ ...options, dir: a.dir, runtime: { scheduler: true, executor } });

@@ -10,7 +10,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
 import { decodeJwt } from "jose";
 import { ensureDevTenant } from "../src/cli/dev-tenant.js";
-import { CONSOLE_CLIENT_ID, CONSOLE_SCOPES, DEV_USER } from "../src/integrations/identity/dev-login.js";
+import { CONSOLE_CLIENT_ID, CONSOLE_SCOPES, DEV_USER, REGISTRATION_LIMITS } from "../src/integrations/identity/dev-login.js";
 import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
 
 // A browser's share of the flow: cookies (any path) and manual redirects.
@@ -357,6 +357,39 @@ describe("dev issuer login", () => {
     expect(await broken.json()).toMatchObject({ error: "invalid_request" });
   });
 
+  it("never grants platform:admin to an interactive login, whatever the client asks (issue 19 item 7)", async () => {
+    const reg = await register(server, { redirect_uris: [REDIRECT], token_endpoint_auth_method: "none", grant_types: ["authorization_code", "refresh_token"] });
+    const { client_id } = (await reg.json()) as { client_id: string };
+    const { verifier, challenge } = pkce();
+    const authorize = `${server.url}/oauth/authorize?${new URLSearchParams({
+      response_type: "code",
+      client_id,
+      redirect_uri: REDIRECT,
+      scope: "openid offline_access platform:admin platform:read",
+      code_challenge: challenge,
+      code_challenge_method: "S256",
+    })}`;
+    const { page, callback } = await signIn(server, authorize);
+    expect(page).not.toContain("platform:admin");
+    const code = callback.searchParams.get("code")!;
+    const ok = await tokenRequest(server, { grant_type: "authorization_code", client_id, code, redirect_uri: REDIRECT, code_verifier: verifier });
+    expect(ok.status).toBe(200);
+    expect(ok.body.scope).toBe("platform:read");
+    expect(String(decodeJwt(ok.body.access_token!).scope).split(" ")).not.toContain("platform:admin");
+    const created = await connectCall(server, "CreateTenant", { tenant: { slug: "stolen" } }, bearer(ok.body.access_token!));
+    expect(created.status).toBe(403);
+    // Nor through the refresh token, asking for it again.
+    const refreshed = await tokenRequest(server, { grant_type: "refresh_token", client_id, refresh_token: ok.body.refresh_token!, scope: "platform:admin platform:read" });
+    expect({ status: refreshed.status, error: refreshed.body.error, token: refreshed.body.access_token }).toEqual({ status: 400, error: "invalid_scope", token: undefined });
+  });
+
+  it("answers a malformed Basic header at the token endpoint with invalid_client, not a server error", async () => {
+    for (const credential of [Buffer.from("%E0%A4%A:secret").toString("base64"), Buffer.from("agentplane-dev:%").toString("base64"), "not base64 at all!"]) {
+      const res = await tokenRequest(server, { grant_type: "client_credentials" }, { authorization: `Basic ${credential}` });
+      expect({ credential, status: res.status, error: res.body.error }).toEqual({ credential, status: 401, error: "invalid_client" });
+    }
+  });
+
   it("keeps registered clients and keys across a restart, in files only the owner reads", async () => {
     const { client_id } = (await (await register(server, { redirect_uris: [REDIRECT], token_endpoint_auth_method: "none" })).json()) as { client_id: string };
     for (const file of ["dev-clients.json", "dev-issuer.json"]) expect(statSync(join(server.dir, file)).mode & 0o777).toBe(0o600);
@@ -375,16 +408,25 @@ describe("dev issuer login", () => {
     }
   });
 
-  it("keeps at most 100 registrations: the oldest goes, as a client that must register again", async () => {
-    const ids: string[] = [];
-    for (let i = 0; i < 101; i++)
-      ids.push(((await (await register(server, { redirect_uris: [REDIRECT], token_endpoint_auth_method: "none" })).json()) as { client_id: string }).client_id);
-    const authorize = (client_id: string) =>
-      fetch(`${server.url}/oauth/authorize?${new URLSearchParams({ response_type: "code", client_id, redirect_uri: REDIRECT, scope: "platform:read", code_challenge: pkce().challenge, code_challenge_method: "S256" })}`, { redirect: "manual" });
-    const gone = await authorize(ids[0]!);
-    expect(gone.status).toBe(400);
-    expect(await gone.text()).toContain("invalid_client");
-    expect((await authorize(ids[100]!)).status).toBe(303);
-    expect((JSON.parse(readFileSync(join(server.dir, "dev-clients.json"), "utf8")) as unknown[]).length).toBe(100);
+  it("rate-limits registration: past a burst, 429 with Retry-After, and the clients file is not rewritten (issue 19 item 8)", async () => {
+    const fresh = await startServer({ devIssuer: true });
+    try {
+      const file = join(fresh.dir, "dev-clients.json");
+      const started = performance.now();
+      const answers: Response[] = [];
+      for (let i = 0; i < 40; i++) answers.push(await register(fresh, { redirect_uris: [REDIRECT], token_endpoint_auth_method: "none" }));
+      const elapsedMs = performance.now() - started;
+      const accepted = answers.filter((r) => r.status === 201).length;
+      // The burst, and what the bucket refilled while the test ran (10 a minute).
+      expect(accepted).toBeGreaterThanOrEqual(REGISTRATION_LIMITS.burst);
+      expect(accepted).toBeLessThanOrEqual(REGISTRATION_LIMITS.burst + Math.ceil((elapsedMs / 60_000) * REGISTRATION_LIMITS.perMinute));
+      const refused = answers.find((r) => r.status !== 201)!;
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+      expect(await refused.json()).toMatchObject({ error: "temporarily_unavailable" });
+      expect((JSON.parse(readFileSync(file, "utf8")) as unknown[]).length).toBe(accepted);
+    } finally {
+      await fresh.close();
+    }
   });
 });

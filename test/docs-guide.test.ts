@@ -134,7 +134,12 @@ beforeAll(async () => {
   // `./data` mean what the guide says; the data dir is this run's own.
   work = mkdtempSync(join(tmpdir(), "agentplane-docs-"));
   for (const entry of ["dist", "docs", "node_modules", "proto", "package.json"]) symlinkSync(join(process.cwd(), entry), join(work, entry));
-  dev = new CliProcess(["dev"], { AGENTPLANE_DATA_DIR: join(work, "data"), AGENTPLANE_WORKER_THREADS: "1", AGENTPLANE_LOG_LEVEL: "warn" }, await freeLoopbackPort());
+  // One-second schedules, as docs/guide/triggers.md says its server allows.
+  dev = new CliProcess(
+    ["dev"],
+    { AGENTPLANE_DATA_DIR: join(work, "data"), AGENTPLANE_WORKER_THREADS: "1", AGENTPLANE_LOG_LEVEL: "warn", AGENTPLANE_SCHEDULE_MIN_INTERVAL_SECONDS: "1" },
+    await freeLoopbackPort(),
+  );
   await dev.ready("agentplane dev", 30_000, () => (dev.output.includes("Guide: docs/guide/") ? true : undefined));
   for (let p = 3001; p <= 3009; p++) ports.set(String(p), await freeLoopbackPort());
 }, 60_000);

@@ -236,7 +236,7 @@ describe("write-only secrets never follow a skill to another server", () => {
     expect(movedHeaders.body).toMatchObject({ message: expect.stringMatching(/headers\[0\]\.value.*another origin/) });
   });
 
-  it("keeps an OAuth client secret only while the issuer stays the same", async () => {
+  it("keeps an OAuth client secret only while the issuer and the origin stay the same", async () => {
     const skill = await createSkill({
       name: "oauth-held",
       mcpUrl: mcp.url,
@@ -248,9 +248,13 @@ describe("write-only secrets never follow a skill to another server", () => {
     });
     expect(otherIssuer.status).toBe(400);
     expect(otherIssuer.body).toMatchObject({ message: expect.stringMatching(/client_secret.*another issuer/) });
-    // The credential goes to the issuer only, so the MCP URL may move.
+    // The credential goes to the issuer only, but the tokens it gets go to
+    // the MCP URL (issue 19 item 7): moving to another origin asks for it again.
     const movedUrl = await api("UpdateSkill", { skill: { id: skill.id, mcpUrl: "http://elsewhere.example/mcp" }, updateMask: "mcpUrl" });
-    expect(movedUrl.status).toBe(200);
+    expect(movedUrl.status).toBe(400);
+    expect(movedUrl.body).toMatchObject({ message: expect.stringMatching(/client_secret.*another origin/) });
+    const samePlace = await api("UpdateSkill", { skill: { id: skill.id, mcpUrl: new URL("/other/mcp", mcp.url).href }, updateMask: "mcpUrl" });
+    expect(samePlace.status).toBe(200);
   });
 });
 

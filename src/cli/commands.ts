@@ -214,6 +214,7 @@ async function serveWith(config: Config, logger: Logger, metrics: Metrics, authe
     expressions: expressionOptions(config),
     quotas: config.quotas,
     jsonMaxDepth: config.jsonMaxDepth,
+    scheduleMinIntervalSeconds: config.scheduleMinIntervalSeconds,
     retention: { days: config.retentionDays, batch: config.retentionBatch },
     http: config.http,
     console: config.console,

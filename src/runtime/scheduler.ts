@@ -1,6 +1,7 @@
 import { Cron } from "croner";
 import type { Logger } from "pino";
 import { newId } from "../lib/ids.js";
+import { LogThrottle } from "../lib/log-throttle.js";
 import { NO_OBSERVER, type Observer } from "../lib/observer.js";
 import type { RunInsert, TriggerRow } from "../store/rows.js";
 import type { ScheduleStore, StoreSignals } from "../store/store.js";
@@ -20,6 +21,11 @@ export interface SchedulerOptions {
   // Told of slots fired, skipped and missed (metrics).
   observer?: Observer;
 }
+
+// A trigger skipped at the quota warns at most once per this window: a
+// schedule (or one stored before the minimum interval) that fires every
+// second would otherwise write a line a second, per trigger.
+const SKIPPED_WARNING_WINDOW_MS = 60_000;
 
 // Slots missed during a long downtime are counted up to this many per fire.
 const MAX_MISSED_COUNTED = 1000;
@@ -43,9 +49,11 @@ export class Scheduler {
   #ticking = false;
   #again = false;
   #unsubscribe?: () => void;
+  readonly #skippedWarnings: LogThrottle;
 
   constructor(options: SchedulerOptions) {
     this.#o = { refreshMs: 30_000, now: Date.now, onRunsQueued: () => {}, maxQueuedRuns: Infinity, observer: NO_OBSERVER, ...options };
+    this.#skippedWarnings = new LogThrottle(SKIPPED_WARNING_WINDOW_MS, 10_000, () => this.#o.now());
   }
 
   start(): void {
@@ -99,9 +107,11 @@ export class Scheduler {
       this.#o.log.debug({ tenant: trigger.tenantId, run: run.id, agent: trigger.agentId, trigger: trigger.id, via: "schedule", slot: new Date(slot).toISOString() }, "run queued");
     if (outcome === "fired") this.#o.observer.scheduleSlots("fired", 1);
     if (outcome === "over_quota") this.#o.observer.scheduleSlots("skipped", 1);
-    if (outcome === "over_quota")
+    // `held`: the trigger's slots skipped since its last line.
+    const held = outcome === "over_quota" ? this.#skippedWarnings.admit(trigger.id) : undefined;
+    if (held !== undefined)
       this.#o.log.warn(
-        { triggerId: trigger.id, tenantId: trigger.tenantId, slot: new Date(slot).toISOString(), maxQueuedRuns: this.#o.maxQueuedRuns },
+        { triggerId: trigger.id, tenantId: trigger.tenantId, slot: new Date(slot).toISOString(), maxQueuedRuns: this.#o.maxQueuedRuns, held },
         "schedule slot skipped: the tenant has reached its queued-runs quota (AGENTPLANE_QUOTA_QUEUED_RUNS)",
       );
     return outcome === "fired";

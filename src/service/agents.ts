@@ -15,6 +15,7 @@ import { MAX_COUNT, MAX_LENGTH } from "./limits.js";
 import { insertWithinQuota, quotaError } from "./quotas.js";
 import { checkCount, checkLength, optionalText, requireId, requireText } from "./validate.js";
 import { checkStepArguments } from "./step-arguments.js";
+import { checkHeaderValue } from "./skill-auth.js";
 
 const DEFAULT_MAX_STEPS = 16;
 const MAX_MAX_STEPS = 256;
@@ -127,7 +128,8 @@ export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonM
         baseUrl: baseUrl.toString(),
         model: requireText("agent.model.model", agent.model.model, MAX_LENGTH.modelName),
       };
-      checkLength("agent.model.api_key", agent.model.apiKey, MAX_LENGTH.secret);
+      // Sent as `Authorization: Bearer <key>`.
+      checkHeaderValue("agent.model.api_key", agent.model.apiKey);
       modelApiKey = agent.model.apiKey ? secrets.seal(agent.model.apiKey, agentSecretContext(id)) : previousKey;
     }
     if (agent.maxSteps < 0 || agent.maxSteps > MAX_MAX_STEPS)

@@ -59,6 +59,8 @@ export interface ServiceDeps {
   quotas: Quotas;
   // Deepest nesting of a JSON value a tenant sends (run input).
   jsonMaxDepth: number;
+  // Shortest interval between two slots of a schedule trigger.
+  scheduleMinIntervalSeconds: number;
   // Events in as a webhook brings them (validation, matching, quota, runs).
   webhooks: WebhookIngestion;
   // The caller's own standing, for caller operations.

@@ -41,6 +41,11 @@ export const MAX_COUNT = {
 // JSON values a tenant sends (webhook payloads, run inputs) nest at most this
 // deep unless configured otherwise: deeper values overflow recursive code.
 export const DEFAULT_JSON_MAX_DEPTH = 64;
+// Shortest interval between two slots of a schedule trigger, in seconds: a
+// minute, as cron itself, Kubernetes CronJobs and cloud schedulers have.
+// Every slot is a run; a per-second schedule is 86,400 runs a day per
+// trigger, and at the queued-runs quota a skipped slot a second.
+export const DEFAULT_SCHEDULE_MIN_INTERVAL_SECONDS = 60;
 
 export interface Quotas {
   agents: number;

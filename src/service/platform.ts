@@ -8,7 +8,7 @@ import { PLATFORM_ADMIN_SCOPE, createAccess, type CallerInput, type Surface } fr
 import { notFound } from "./errors.js";
 import { DEFAULT_FILTER_POLICY, EventMatcher, type EventMatcherOptions, type FilterPolicy } from "./event-matching.js";
 import type { ExpressionSandbox } from "../integrations/expressions/sandbox.js";
-import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, type Quotas } from "./limits.js";
+import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, DEFAULT_SCHEDULE_MIN_INTERVAL_SECONDS, type Quotas } from "./limits.js";
 import { WebhookLookups } from "./lookup-cache.js";
 import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 import { createWebhookIngestion } from "./webhooks.js";
@@ -48,6 +48,8 @@ export interface PlatformOptions {
   quotas?: Quotas;
   // Deepest nesting of a webhook payload or run input.
   jsonMaxDepth?: number;
+  // Shortest interval between two slots of a schedule trigger.
+  scheduleMinIntervalSeconds?: number;
   // Bounds of the Watch… streams.
   streams?: Partial<StreamLimits>;
   // Where the service is reached from outside, without a trailing slash.
@@ -113,6 +115,7 @@ export function createPlatform(options: PlatformOptions) {
     onRunCancelled: (id) => options.onRunCancelled?.(id),
     quotas,
     jsonMaxDepth,
+    scheduleMinIntervalSeconds: options.scheduleMinIntervalSeconds ?? DEFAULT_SCHEDULE_MIN_INTERVAL_SECONDS,
     webhooks,
     roles: access.roles,
     sandbox: options.sandbox,

@@ -1,10 +1,11 @@
-// The webhook path's view of how many runs each tenant has queued. Counting
-// per event would put a COUNT query on a path that serves thousands of events
-// a second, so a count is reused for up to `maxAgeMs` and raised by the runs
-// this process queues meanwhile. Runs claimed meanwhile are not subtracted
-// (the cap errs towards refusing, and the sender retries); runs queued by
-// other processes in that window are not seen, so with several replicas a
-// tenant may overshoot its cap by what they queue in one window.
+// The webhook path's view of how many runs each tenant has queued, to refuse
+// a tenant at its cap before its event reaches the store. It is only that
+// early refusal: the store counts again in the transaction that queues the
+// runs (see IngestItem.maxQueuedRuns), which is what holds the cap under a
+// burst and across replicas. A count is reused for up to `maxAgeMs` and
+// raised by the runs this process queues meanwhile; runs claimed meanwhile
+// are not subtracted (the early refusal errs towards refusing, and the
+// sender retries).
 export class QueuedRunCounts {
   readonly #entries = new Map<string, { count: number; at: number }>();
   readonly #pending = new Map<string, Promise<number>>();

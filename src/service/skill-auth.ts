@@ -82,9 +82,17 @@ function checkHeaderName(field: string, name: string): string {
 // same rule to its --header options.
 export function checkSkillHeader(field: string, h: { name: string; value: string }): string {
   const name = checkHeaderName(`${field}.name`, h.name);
-  checkLength(`${field}.value`, h.value, MAX_LENGTH.secret);
-  if (!FIELD_VALUE.test(h.value)) throw invalidArgument(`${field}.value`, "must be visible ASCII, spaces and tabs");
+  checkHeaderValue(`${field}.value`, h.value);
   return name;
+}
+
+// A secret the service sends in a header (a header value, a bearer token, a
+// model API key): within the length cap, and nothing that could split the
+// header or make the HTTP stack refuse it with the value in its error.
+export function checkHeaderValue(field: string, value: string): string {
+  checkLength(field, value, MAX_LENGTH.secret);
+  if (!FIELD_VALUE.test(value)) throw invalidArgument(field, "must be visible ASCII, spaces and tabs");
+  return value;
 }
 
 // Names in `auth`; values sealed together as one JSON object. An empty value
@@ -133,7 +141,7 @@ async function keyPair(o: OAuthClientCredentials, previous: { jwk?: Record<strin
 async function oauthColumns(
   o: OAuthClientCredentials,
   { seal, sealKey }: SkillSealers,
-  previous: { spec: SkillAuthSpec; secret: string | null; privateKey: string | null } | undefined,
+  previous: { spec: SkillAuthSpec; secret: string | null; privateKey: string | null; moved: boolean } | undefined,
 ): Promise<SkillAuthColumns> {
   const before = previous?.spec.mode === "oauth" ? previous : undefined;
   checkLength("skill.auth.oauth.client_secret", o.clientSecret, MAX_LENGTH.secret);
@@ -141,12 +149,20 @@ async function oauthColumns(
   checkHttpUrl("skill.auth.oauth.issuer", o.issuer);
   const method = METHOD_NAMES[o.tokenEndpointAuthMethod];
   // The client secret goes to the issuer's token endpoint only; another
-  // issuer must be given it explicitly. (A key pair may stay: its assertions
+  // issuer must be given it explicitly. Nor does it follow the skill to
+  // another origin: the tokens it gets would be sent there, and an
+  // authorization server that ignores RFC 8707 `resource` (Auth0, Keycloak)
+  // mints tokens the real API accepts. (A key pair may stay: its assertions
   // name their issuer as audience, and the private key is never sent.)
-  const keepSecret = before !== undefined && before.spec.mode === "oauth" && before.spec.issuer === o.issuer;
+  const keepSecret = before !== undefined && before.spec.mode === "oauth" && before.spec.issuer === o.issuer && !before.moved;
   const secret = o.clientSecret ? seal(o.clientSecret) : keepSecret ? before.secret : null;
   if (!secret && before?.secret && !keepSecret && (METHOD_NAMES[o.tokenEndpointAuthMethod] ?? "client_secret_basic") !== "private_key_jwt")
-    throw invalidArgument("skill.auth.oauth.client_secret", "is required again: a stored client secret does not follow the skill to another issuer");
+    throw invalidArgument(
+      "skill.auth.oauth.client_secret",
+      before.moved
+        ? "is required again: a stored secret does not follow the skill to another origin"
+        : "is required again: a stored client secret does not follow the skill to another issuer",
+    );
   const pair = await keyPair(o, { jwk: before?.spec.mode === "oauth" ? before.spec.publicJwk : undefined, sealed: before?.privateKey ?? null }, sealKey);
   if (method === "private_key_jwt" ? !pair : method ? !secret : !secret && !pair)
     throw invalidArgument(
@@ -191,7 +207,8 @@ export async function skillAuthColumns(
     case "none":
       return { auth: { mode: "none" }, authSecret: null, authPrivateKey: null };
     case "staticBearer": {
-      checkLength("skill.auth.static_bearer.token", mode.value.token, MAX_LENGTH.secret);
+      // Sent as `Authorization: Bearer <token>`.
+      checkHeaderValue("skill.auth.static_bearer.token", mode.value.token);
       const secret = mode.value.token ? sealers.seal(mode.value.token) : same("static_bearer") ? previous!.secret : null;
       if (!secret) throw invalidArgument("skill.auth.static_bearer.token", missing("static_bearer"));
       return { auth: { mode: "static_bearer" }, authSecret: secret, authPrivateKey: null };

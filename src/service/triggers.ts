@@ -45,18 +45,42 @@ function checkTimezone(zone: string): string {
   return zone;
 }
 
-function checkCron(expr: string, timezone: string): string {
+// Slots sampled for the shortest interval: two minutes of a schedule that
+// fires every second, so every seconds pattern shows its shortest gap
+// (within a minute, or across into the next), and the minute and hour
+// patterns of slower ones theirs.
+const SAMPLED_SLOTS = 121;
+// A fixed start (a minute boundary, no DST shift near it): the same
+// expression always gets the same answer.
+const SAMPLE_FROM = new Date(Date.UTC(2026, 0, 5) - 1);
+
+// The shortest time between two of the next slots, in ms.
+function shortestGap(cron: Cron): number {
+  const slots = cron.nextRuns(SAMPLED_SLOTS, SAMPLE_FROM).map((d) => d.getTime());
+  let gap = Infinity;
+  for (let i = 1; i < slots.length; i++) gap = Math.min(gap, slots[i]! - slots[i - 1]!);
+  return gap;
+}
+
+function checkCron(expr: string, timezone: string, minIntervalSeconds: number): string {
   if (!expr.trim()) throw invalidArgument("trigger.schedule.cron", "is required");
   checkLength("trigger.schedule.cron", expr, MAX_LENGTH.cron);
+  let cron: Cron;
   try {
-    new Cron(expr, { paused: true, timezone: timezone || undefined });
+    cron = new Cron(expr, { paused: true, timezone: timezone || undefined });
   } catch (err) {
     throw invalidArgument("trigger.schedule.cron", `"${expr}": ${(err as Error).message}`);
   }
+  const gap = shortestGap(cron);
+  if (gap < minIntervalSeconds * 1000)
+    throw invalidArgument(
+      "trigger.schedule.cron",
+      `"${expr}" fires ${gap / 1000} s apart; schedules fire at most once every ${minIntervalSeconds} s (AGENTPLANE_SCHEDULE_MIN_INTERVAL_SECONDS)`,
+    );
   return expr;
 }
 
-export function triggerHandlers({ store, now, quotas }: ServiceDeps) {
+export function triggerHandlers({ store, now, quotas, scheduleMinIntervalSeconds }: ServiceDeps) {
   async function columns(tenantId: string, trigger: Trigger) {
     const agentId = requireId("trigger.agent_id", trigger.agentId, "agt");
     if (!(await store.agents.get(tenantId, agentId).catch(fromStoreError)))
@@ -83,7 +107,7 @@ export function triggerHandlers({ store, now, quotas }: ServiceDeps) {
       }
       case "schedule": {
         const timezone = checkTimezone(kind.value.timezone);
-        return { ...base, ...none, kind: "schedule" as const, cron: checkCron(kind.value.cron, timezone), timezone: timezone || null };
+        return { ...base, ...none, kind: "schedule" as const, cron: checkCron(kind.value.cron, timezone, scheduleMinIntervalSeconds), timezone: timezone || null };
       }
       case "manual":
         return { ...base, ...none, kind: "manual" as const };

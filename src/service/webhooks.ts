@@ -3,6 +3,7 @@ import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { newId } from "../lib/ids.js";
 import { annotate, ATTR, currentTraceParent, inSpan, tracer } from "../lib/tracing.js";
 import { webhookTokenDigest } from "../lib/webhook-token.js";
+import { StoreQuotaError } from "../store/errors.js";
 import type { WebhookSourceRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import { fromStoreError, invalidArgument } from "./errors.js";
@@ -108,6 +109,8 @@ export function createWebhookIngestion(options: WebhookOptions) {
         .matching(source.tenantId, triggers.matching(eventType), eventType, payload as Record<string, unknown>)
         .finally(() => match.end());
       annotate({ [ATTR.eventType]: eventType, [ATTR.matched]: matched.length });
+      // A cheap early refusal from this process's recent count; the store
+      // enforces the cap exactly when it commits the runs.
       if (matched.length) {
         const queued = queuedRuns.fresh(source.tenantId, t) ?? (await queuedRuns.get(source.tenantId, t).catch(fromStoreError));
         if (queued + matched.length > maxQueuedRuns) throw await overQuota(source.tenantId);
@@ -145,10 +148,14 @@ export function createWebhookIngestion(options: WebhookOptions) {
               updateTime: t,
             },
             runs,
+            maxQueuedRuns,
           },
           IDEMPOTENCY_WINDOW_MS,
         )
-        .catch(fromStoreError)
+        .catch(async (err: unknown) => {
+          if (err instanceof StoreQuotaError) throw await overQuota(source.tenantId);
+          return fromStoreError(err);
+        })
         .finally(() => commit.end());
       if (result.duplicate) return { status: 200, body: { event_id: result.eventId, duplicate: true } };
       if (matched.length) {

@@ -26,3 +26,8 @@ export function writingJson<T>(write: (json: (value: unknown) => string) => Prom
     return Promise.reject(new StoreRefusedError(`the value cannot be written as JSON (${(err as Error).message})`));
   }
 }
+
+// A write that would take a tenant past a cap the caller set (queued runs).
+export class StoreQuotaError extends Error {
+  override name = "StoreQuotaError";
+}

@@ -112,6 +112,13 @@ export interface IngestItem {
   event: EventInsert;
   // Runs queued by the event; committed with it or not at all.
   runs: RunInsert[];
+  // Most queued runs the tenant may hold once these are queued, counted in
+  // the transaction that inserts them (with what the same batch adds, and
+  // under the tenant's queued-runs lock on PostgreSQL, so replicas too);
+  // past it nothing of the item is stored and ingest rejects with
+  // StoreQuotaError. Checked before duplicates: an event at the cap is
+  // refused even when it repeats a stored key.
+  maxQueuedRuns?: number;
 }
 
 export type IngestResult = { duplicate: false; eventId: string } | { duplicate: true; eventId: string };

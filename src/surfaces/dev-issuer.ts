@@ -2,7 +2,7 @@ import { IncomingMessage } from "node:http";
 import { ConnectError } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { DevIssuer, TokenRequest } from "../integrations/identity/dev-issuer.js";
-import { DEV_TENANT, DEV_USER, OIDC_SCOPES, REGISTRATION_LIMITS } from "../integrations/identity/dev-login.js";
+import { DEV_TENANT, DEV_USER, grantableScopes, OIDC_SCOPES, REGISTRATION_LIMITS } from "../integrations/identity/dev-login.js";
 import { errorPage, PAGE_HEADERS, signInPage } from "./dev-sign-in-page.js";
 
 // HTTP face of the `agentplane dev` issuer. The seed's variant B token
@@ -40,8 +40,9 @@ export async function devIssuerSurface(app: FastifyInstance, { issuer }: { issue
     let body = fields as TokenRequest;
     const basic = /^Basic (.+)$/i.exec(req.headers.authorization ?? "");
     if (basic) {
-      const [id, secret] = Buffer.from(basic[1]!, "base64").toString("utf8").split(":");
-      body = { ...body, client_id: decodeURIComponent(id ?? ""), client_secret: decodeURIComponent(secret ?? "") };
+      const credentials = basicCredentials(basic[1]!);
+      if (!credentials) return reply.status(401).send({ error: "invalid_client", error_description: "the Basic credentials are malformed" });
+      body = { ...body, ...credentials };
     }
     try {
       return await issuer.issue(body);
@@ -65,7 +66,9 @@ export async function devIssuerSurface(app: FastifyInstance, { issuer }: { issue
   app.options("/.well-known/oauth-authorization-server", discovery);
 
   // RFC 7591, open as MCP clients expect, bounded: the provider keeps at most
-  // REGISTRATION_LIMITS.clients, dropping the oldest.
+  // REGISTRATION_LIMITS.clients, dropping the oldest no one is signed in
+  // with, and registrations are rate-limited (one bucket for everyone).
+  const registrations = tokenBucket(REGISTRATION_LIMITS.burst, REGISTRATION_LIMITS.perMinute / 60);
   app.options("/oauth/register", async (_req, reply) =>
     reply
       .status(204)
@@ -77,6 +80,12 @@ export async function devIssuerSurface(app: FastifyInstance, { issuer }: { issue
     reply.raw.setHeader("access-control-allow-origin", "*");
     const problem = registrationProblem(bodyFields(req));
     if (problem) return reply.status(400).send({ error: problem[0], error_description: problem[1] });
+    const wait = registrations.take(Date.now());
+    if (wait !== undefined)
+      return reply
+        .status(429)
+        .header("retry-after", String(wait))
+        .send({ error: "temporarily_unavailable", error_description: `too many registrations; try again in ${wait} s` });
     return forward(req, reply);
   });
 
@@ -96,7 +105,7 @@ export async function devIssuerSurface(app: FastifyInstance, { issuer }: { issue
         clientId,
         clientName: client?.clientName,
         redirectUri: String(params.redirect_uri),
-        scopes: scopesOf(params.scope),
+        scopes: grantableScopes(scopesOf(params.scope)),
         resources: resourcesOf(params.resource, issuer.audience),
         action: `/oauth/interaction/${interaction.uid}`,
       }),
@@ -106,10 +115,11 @@ export async function devIssuerSurface(app: FastifyInstance, { issuer }: { issue
     const interaction = await interactionOf(req, reply);
     if (!interaction) return;
     const { params } = interaction;
-    // One click signs in and grants what was asked, so the flow does not
-    // come back for a separate consent step.
+    // One click signs in and grants what was asked and an interactive login
+    // may have (never platform:admin), so the flow does not come back for a
+    // separate consent step.
     const grant = new provider.Grant({ accountId: DEV_USER, clientId: String(params.client_id) });
-    const scopes = scopesOf(params.scope);
+    const scopes = grantableScopes(scopesOf(params.scope));
     const resourceScopes = scopes.filter((s) => !OIDC_SCOPES.has(s));
     // The provider counts every scope it knows as an OpenID scope too.
     if (scopes.length) grant.addOIDCScope(scopes.join(" "));
@@ -194,6 +204,39 @@ function registrationProblem(fields: Record<string, unknown> | undefined): [stri
   if (typeof name === "string" && name.length > L.clientNameLength)
     return ["invalid_client_metadata", `client_name is at most ${L.clientNameLength} characters`];
   return undefined;
+}
+
+// A token bucket: take() is undefined when a token was taken, else the
+// seconds until one is there.
+function tokenBucket(burst: number, perSecond: number) {
+  let tokens = burst;
+  let at = 0;
+  return {
+    take(now: number): number | undefined {
+      tokens = Math.min(burst, tokens + (at ? ((now - at) / 1000) * perSecond : 0));
+      at = now;
+      if (tokens >= 1) {
+        tokens -= 1;
+        return undefined;
+      }
+      return Math.ceil((1 - tokens) / perSecond);
+    },
+  };
+}
+
+// RFC 6749 §2.3.1: base64 of the form-encoded id and secret joined by a
+// colon; undefined for anything else (the decoding throws on a stray `%`).
+function basicCredentials(encoded: string): { client_id: string; client_secret: string } | undefined {
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded)) return undefined;
+  const decoded = Buffer.from(encoded, "base64").toString("utf8");
+  const colon = decoded.indexOf(":");
+  if (colon < 0) return undefined;
+  try {
+    const form = (s: string) => decodeURIComponent(s.replace(/\+/g, " "));
+    return { client_id: form(decoded.slice(0, colon)), client_secret: form(decoded.slice(colon + 1)) };
+  } catch {
+    return undefined;
+  }
 }
 
 const scopesOf = (scope: unknown) => (typeof scope === "string" ? scope.split(" ").filter(Boolean) : []);

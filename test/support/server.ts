@@ -58,6 +58,7 @@ export interface TestServerOptions {
   expressions?: AppOptions["expressions"];
   quotas?: AppOptions["quotas"];
   jsonMaxDepth?: number;
+  scheduleMinIntervalSeconds?: number;
   // Small limits make the HTTP limit tests fast; unset ones keep the defaults.
   http?: Partial<HttpLimits>;
   // Listen here (from freeLoopbackPort) when something must know the URL
@@ -111,6 +112,7 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     expressions: options.expressions,
     quotas: options.quotas,
     jsonMaxDepth: options.jsonMaxDepth,
+    scheduleMinIntervalSeconds: options.scheduleMinIntervalSeconds,
     http: { ...DEFAULT_HTTP_LIMITS, ...options.http },
     console: options.console,
     streams: options.streams,

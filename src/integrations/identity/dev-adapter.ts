@@ -6,7 +6,9 @@ import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 // codes, grants, refresh tokens) lives in memory. Both are bounded because
 // registration and authorization are open to anyone who can reach the port:
 // past the cap the oldest entry goes, so a flood costs a re-login, never
-// unbounded memory or disk.
+// unbounded memory or disk; but a registered client someone is signed in
+// with (a live grant, token or session) is never the one that goes: past
+// the cap with every client in use, a registration is refused.
 export interface AdapterPayload {
   consumed?: number;
   uid?: string;
@@ -27,6 +29,8 @@ export interface Adapter {
 export interface DevAdapterOptions {
   clientsFile: string;
   maxClients: number;
+  // The error a registration gets when every client is in use.
+  full: () => Error;
   // Interactions, sessions, codes, grants and tokens together.
   maxEntries: number;
 }
@@ -72,10 +76,29 @@ export function createDevAdapter(options: DevAdapterOptions): (model: string) =>
     return entry.payload;
   };
 
+  // Clients named by an unexpired grant, code, token or session.
+  const clientsInUse = (): Set<string> => {
+    const used = new Set<string>();
+    for (const key of [...entries.keys()]) {
+      const payload = read(key);
+      if (!payload) continue;
+      if (typeof payload.clientId === "string") used.add(payload.clientId);
+      const authorizations = payload.authorizations;
+      if (typeof authorizations === "object" && authorizations !== null) for (const clientId of Object.keys(authorizations)) used.add(clientId);
+    }
+    return used;
+  };
+
   const clientAdapter: Adapter = {
     async upsert(id, payload) {
+      if (!clients.has(id) && clients.size >= options.maxClients) {
+        const used = clientsInUse();
+        // Oldest first: the Map keeps insertion order.
+        const idle = [...clients.keys()].filter((c) => !used.has(c)).slice(0, clients.size - options.maxClients + 1);
+        if (clients.size - idle.length >= options.maxClients) throw options.full();
+        for (const c of idle) clients.delete(c);
+      }
       clients.delete(id); // re-inserted last: the newest survives eviction
-      while (clients.size >= options.maxClients) clients.delete(clients.keys().next().value!);
       clients.set(id, payload);
       saveClients();
     },

@@ -13,6 +13,23 @@ export const CONSOLE_SCOPES = ["openid", ...API_SCOPES, "mcp:platform.read", "mc
 // Scopes an ID token or the session covers rather than a resource.
 export const OIDC_SCOPES = new Set(["openid", "offline_access"]);
 
+// Of the scopes a client asks for, those the sign-in may grant: the
+// provider would grant any scope the grant names, platform:admin included.
+const GRANTABLE = new Set([...OIDC_SCOPES, ...API_SCOPES, ...MCP_SCOPES]);
+export const grantableScopes = (requested: string[]): string[] => requested.filter((s) => GRANTABLE.has(s));
+
 // Bounds on the open registration endpoint: the surface checks a request
-// before the provider sees it; past `clients` the oldest registration goes.
-export const REGISTRATION_LIMITS = { clients: 100, redirectUris: 10, redirectUriLength: 2000, clientNameLength: 200, bodyBytes: 16 * 1024 };
+// before the provider sees it; past `clients` the oldest registration no one
+// is signed in with goes. Registrations take a token of one bucket (`burst`,
+// refilled `perMinute`): a client registers once, so a developer's tools
+// never meet it, while a flood cannot rewrite the clients file per request
+// nor churn every client out.
+export const REGISTRATION_LIMITS = {
+  clients: 100,
+  redirectUris: 10,
+  redirectUriLength: 2000,
+  clientNameLength: 200,
+  bodyBytes: 16 * 1024,
+  burst: 20,
+  perMinute: 10,
+};

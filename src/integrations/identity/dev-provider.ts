@@ -35,6 +35,8 @@ export function createDevProvider(options: DevProviderOptions): Provider {
     adapter: createDevAdapter({
       clientsFile: join(options.dataDir, "dev-clients.json"),
       maxClients: REGISTRATION_LIMITS.clients,
+      full: () =>
+        new errors.InvalidClientMetadata(`the dev issuer holds ${REGISTRATION_LIMITS.clients} clients, each signed in; sign out of one or restart with a new data dir`),
       maxEntries: 20_000,
     }),
     jwks: { keys: [options.signingJwk] },

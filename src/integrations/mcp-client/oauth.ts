@@ -2,6 +2,7 @@ import type { TokenRequestOutcome } from "../../lib/observer.js";
 import type { FetchLike } from "../outbound/guarded-fetch.js";
 import { readBounded } from "../outbound/read-bounded.js";
 import { clean, jsonReason } from "../outbound/upstream-reason.js";
+import { secretRedactor } from "./secret-redaction.js";
 import { chooseMethod, ClientAuthenticator, TOKEN_ENDPOINT_AUTH_METHODS, type ClientCredentials, type TokenEndpointAuthMethod } from "./client-auth.js";
 import {
   authFailed,
@@ -58,6 +59,9 @@ export class OAuthSession {
   #resource?: ResourceMetadata;
   #server?: AuthorizationServerMetadata;
   readonly #client: ClientAuthenticator;
+  // A token endpoint's reason may quote the secret it was sent; redacted
+  // here, before the reason is cut to length (which could split it).
+  readonly #redact: (text: string) => string;
 
   constructor(
     private readonly config: OAuthSkillConfig,
@@ -67,6 +71,7 @@ export class OAuthSession {
     private readonly onTokenRequest: (outcome: TokenRequestOutcome, method: TokenEndpointAuthMethod) => void = () => {},
   ) {
     this.#client = new ClientAuthenticator(config, config.issuer);
+    this.#redact = secretRedactor({ mode: "oauth", ...config });
   }
 
   cached(now = Date.now()): string | undefined {
@@ -139,7 +144,7 @@ export class OAuthSession {
     const ok = status >= 200 && status < 300;
     this.onTokenRequest(ok && token ? "ok" : "refused", method);
     if (!ok || !token) {
-      const reason = jsonReason(body) ?? (ok ? "without an access_token" : undefined);
+      const reason = jsonReason(body, this.#redact) ?? (ok ? "without an access_token" : undefined);
       throw authFailed("token request", `POST ${clean(endpoint)} (${method}) answered HTTP ${status}${reason ? ` ${reason}` : ""}${unadvertised}`);
     }
     const lifetime = typeof body.expires_in === "number" ? body.expires_in * 1000 : 300_000;

@@ -7,6 +7,7 @@ import type { CallTries } from "../../lib/call-tries.js";
 import { inSpan } from "../../lib/tracing.js";
 import { propagatingFetch } from "../outbound/trace-context.js";
 import { pause } from "../../lib/pause.js";
+import { secretRedactor } from "../../lib/secret-redaction.js";
 
 // Why a model call failed, in words a run step can carry: `kind` is stable
 // for programs; the message keeps the status and a short reason, never the
@@ -26,11 +27,11 @@ export class ModelError extends Error {
 
   constructor(
     readonly kind: ModelErrorKind,
-    message: string,
+    readonly detail: string,
     readonly transient = false,
     readonly retryAfterMs?: number,
   ) {
-    super(`${kind}: ${message}`);
+    super(`${kind}: ${detail}`);
   }
 }
 
@@ -77,8 +78,17 @@ function retryAfter(headers: Headers | undefined): number | undefined {
   return Number.isFinite(wait) && wait >= 0 && wait <= MAX_RETRY_AFTER_MS ? wait : undefined;
 }
 
-// Errors of the openai client, and of the guarded fetch beneath it, as kinds.
-function toModelError(err: unknown, origin: string): ModelError {
+// Errors of the openai client, and of the guarded fetch beneath it, as
+// kinds, without the API key: a run's error is read by every viewer of the
+// tenant and logged, and a provider may quote the key it refused, our own
+// header check the key it could not send.
+function toModelError(err: unknown, origin: string, redact: (text: string) => string): ModelError {
+  const e = classify(err, origin, redact);
+  const detail = redact(e.detail);
+  return detail === e.detail ? e : new ModelError(e.kind, detail, e.transient, e.retryAfterMs);
+}
+
+function classify(err: unknown, origin: string, redact: (text: string) => string): ModelError {
   if (err instanceof ModelError) return err;
   const chain = causes(err);
   const blocked = chain.find((e) => e instanceof OutboundBlockedError);
@@ -93,14 +103,15 @@ function toModelError(err: unknown, origin: string): ModelError {
   if (err instanceof APIError && err.status) {
     // `error` is the parsed JSON body's `error` member; a body that is not
     // JSON (an HTML error page, a proxy's text) leaves it undefined.
-    const reason = errorReason(err.error);
+    const reason = errorReason(err.error, redact);
     const message = `${origin} answered HTTP ${err.status}${reason ? ` (${reason})` : ""}`;
     if (err.status === 401 || err.status === 403) return new ModelError("model_unauthorized", message);
     return new ModelError("model_error", message, TRANSIENT_STATUS(err.status), retryAfter(err.headers));
   }
   // V8's JSON errors quote the text they could not parse.
   if (err instanceof SyntaxError) return new ModelError("model_error", `${origin} answered with a body that is not JSON`);
-  return new ModelError("model_error", clean((err as Error).message ?? String(err)));
+  // Redacted before clean() may cut a key in two.
+  return new ModelError("model_error", clean(redact((err as Error).message ?? String(err))));
 }
 
 // Model providers through the OpenAI client, over the guarded fetch. The
@@ -111,6 +122,7 @@ export function createChatModel({ fetch, backoffMs = [500, 2000] }: ChatModelOpt
     async complete(endpoint, request, signal, tries, observe = () => {}) {
       const url = new URL(endpoint.baseUrl);
       const origin = url.origin;
+      const redact = secretRedactor([endpoint.apiKey, `Bearer ${endpoint.apiKey}`]);
       const client = new OpenAI({
         baseURL: endpoint.baseUrl,
         apiKey: endpoint.apiKey,
@@ -137,7 +149,7 @@ export function createChatModel({ fetch, backoffMs = [500, 2000] }: ChatModelOpt
               span.setAttributes({ "gen_ai.usage.input_tokens": completion.usage?.prompt_tokens, "gen_ai.usage.output_tokens": completion.usage?.completion_tokens });
               return completion;
             },
-            (err) => (err instanceof APIUserAbortError || signal.aborted ? "cancelled" : toModelError(err, origin).kind),
+            (err) => (err instanceof APIUserAbortError || signal.aborted ? "cancelled" : toModelError(err, origin, redact).kind),
           );
           const reply = completion.choices?.[0]?.message;
           if (!reply) throw new ModelError("model_error", `${origin} answered without a choice`);
@@ -146,7 +158,7 @@ export function createChatModel({ fetch, backoffMs = [500, 2000] }: ChatModelOpt
           return reply;
         } catch (err) {
           if (err instanceof APIUserAbortError || signal.aborted) throw signal.reason ?? err;
-          const e = toModelError(err, origin);
+          const e = toModelError(err, origin, redact);
           observe(e.kind, took());
           if (!e.transient || attempt >= backoffMs.length) throw e;
           const delay = e.retryAfterMs ?? backoffMs[attempt]!;

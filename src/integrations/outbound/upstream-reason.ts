@@ -14,18 +14,19 @@ export function clean(text: string, max = MAX_REASON): string {
 }
 
 // The `error` member of an OpenAI-style or JSON-RPC error body:
-// `{code, message}` → "code: message"; a plain string as it is.
-export function errorReason(error: unknown): string | undefined {
-  if (typeof error === "string") return clean(error) || undefined;
+// `{code, message}` → "code: message"; a plain string as it is. `redact`
+// runs before the text is cleaned and cut, which could split a secret.
+export function errorReason(error: unknown, redact: (text: string) => string = (t) => t): string | undefined {
+  if (typeof error === "string") return clean(redact(error)) || undefined;
   if (typeof error !== "object" || error === null) return undefined;
   const { code, message } = error as { code?: unknown; message?: unknown };
   const parts = [code, message].filter((p) => typeof p === "string" || typeof p === "number").map(String);
-  return parts.length ? clean(parts.join(": ")) : undefined;
+  return parts.length ? clean(redact(parts.join(": "))) : undefined;
 }
 
 // The reason in a JSON error body (OpenAI, JSON-RPC, or OAuth's `error` and
 // `error_description`); undefined for anything else, HTML and text included.
-export function jsonReason(body: string | Record<string, unknown>): string | undefined {
+export function jsonReason(body: string | Record<string, unknown>, redact: (text: string) => string = (t) => t): string | undefined {
   let parsed: unknown = body;
   if (typeof body === "string") {
     try {
@@ -36,6 +37,6 @@ export function jsonReason(body: string | Record<string, unknown>): string | und
   }
   if (typeof parsed !== "object" || parsed === null) return undefined;
   const { error, error_description: description } = parsed as { error?: unknown; error_description?: unknown };
-  if (typeof error === "string" && typeof description === "string" && description) return clean(`${error}: ${description}`);
-  return errorReason(error);
+  if (typeof error === "string" && typeof description === "string" && description) return clean(redact(`${error}: ${description}`));
+  return errorReason(error, redact);
 }

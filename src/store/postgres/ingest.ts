@@ -1,8 +1,9 @@
 import type { TransactionSql } from "postgres";
-import { StoreUnavailableError } from "../errors.js";
+import { StoreQuotaError, StoreUnavailableError } from "../errors.js";
 import type { EventInsert, TriggerRow, WebhookSourceRow } from "../rows.js";
 import { within } from "./deadline.js";
 import { pg, toStoreError } from "./errors.js";
+import { lockTenantScopes } from "./locks.js";
 import type { Sql } from "./open.js";
 import { tableReader } from "./repos.js";
 import { insertRunRecords, queueRuns, runRecord, wakeWorkers } from "./runs.js";
@@ -101,6 +102,54 @@ async function ingestBatch(tx: TransactionSql, batch: Pending[]): Promise<Ingest
   return results;
 }
 
+// An item refused by its tenant's queued-runs cap: nothing of it was stored.
+const OVER_QUOTA = Symbol("over quota");
+type Outcome = IngestResult | typeof OVER_QUOTA;
+
+const capped = ({ item }: Pending) => item.runs.length > 0 && (item.maxQueuedRuns ?? Infinity) !== Infinity;
+
+// Queued runs per tenant as of this point of a transaction.
+type Tally = Map<string, number>;
+
+// Takes the queued-runs lock of every tenant whose runs the batch caps (the
+// lock RunAgent and schedule slots take too), then counts their queued runs:
+// the count is a statement after the lock, so (read committed) it sees every
+// run committed by whoever held the lock before. Every replica then counts
+// and inserts a tenant's runs one transaction at a time.
+async function lockAndCount(tx: TransactionSql, batch: Pending[]): Promise<Tally> {
+  const tenants = [...new Set(batch.filter(capped).map((p) => p.item.event.tenantId))].sort();
+  const tally: Tally = new Map(tenants.map((t) => [t, 0]));
+  if (!tenants.length) return tally;
+  await lockTenantScopes(tx, "queued_runs", tenants);
+  for (const row of await tx<{ tenantId: string; n: number }[]>`
+      select tenant_id as "tenantId", count(*)::int as n from runs where status = 'queued' and tenant_id = any(${tenants}) group by tenant_id`)
+    tally.set(row.tenantId, row.n);
+  return tally;
+}
+
+// Whether the item's runs fit its tenant's cap; if so they are counted. An
+// item that turns out a duplicate keeps its count until the commit (the cap
+// errs towards refusing).
+function reserve({ item }: Pending, tally: Tally): boolean {
+  if (!item.runs.length) return true;
+  const queued = tally.get(item.event.tenantId) ?? 0;
+  if (queued + item.runs.length > (item.maxQueuedRuns ?? Infinity)) return false;
+  tally.set(item.event.tenantId, queued + item.runs.length);
+  return true;
+}
+
+// INSERT_ALL inside the caller's transaction, then the items that met a
+// stored key (ingestBatch); results in the batch's order.
+async function insertAll(tx: TransactionSql, batch: Pending[]): Promise<IngestResult[]> {
+  const events = JSON.stringify(batch.map((p) => eventRecord(p.item.event)));
+  const runs = JSON.stringify(batch.flatMap((p) => p.item.runs.map(runRecord)));
+  const inserted = new Set((await tx.unsafe<{ id: string }[]>(INSERT_ALL, [events, runs], { prepare: true })).map((r) => r.id));
+  const conflicted = batch.filter((p) => !inserted.has(p.item.event.id));
+  const settled = new Map<Pending, IngestResult>();
+  if (conflicted.length) for (const [i, r] of (await ingestBatch(tx, conflicted)).entries()) settled.set(conflicted[i]!, r);
+  return batch.map((p) => settled.get(p) ?? { duplicate: false, eventId: p.item.event.id });
+}
+
 const compare = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 const byKey = ({ item: { event: x } }: Pending, { item: { event: y } }: Pending): number =>
   compare(x.sourceId, y.sourceId) || compare(x.idempotencyKey ?? "", y.idempotencyKey ?? "");
@@ -129,16 +178,28 @@ export function createPgWebhookStore(sql: Sql, options: GroupCommitOptions, time
   let committing = false;
 
   // The common case: the whole batch in one statement (INSERT_ALL), then
-  // the items that met a stored key in one transaction. An item error (a
-  // constraint, bad data) rolls its statement back and the batch is
-  // committed again item by item, each in a savepoint, so one bad item fails
-  // alone.
+  // the items that met a stored key in one transaction. A batch with capped
+  // runs is one transaction: the tenants' locks and counts, then the same
+  // statement for the items within their caps. An item error (a constraint,
+  // bad data) rolls its statement back and the batch is committed again item
+  // by item, each in a savepoint, so one bad item fails alone.
   async function commit(batch: Pending[]) {
     // Every replica inserts keys in one order: two batches holding the same
     // keys then wait on each other's first shared key instead of each
     // holding one the other needs (a deadlock).
     batch.sort(byKey);
     try {
+      if (batch.some(capped)) {
+        const outcomes = await sql.begin(async (tx) => {
+          const tally = await lockAndCount(tx, batch);
+          const admitted = batch.filter((p) => reserve(p, tally));
+          const results = new Map<Pending, IngestResult>();
+          if (admitted.length) for (const [i, r] of (await insertAll(tx, admitted)).entries()) results.set(admitted[i]!, r);
+          return batch.map((p): Outcome => results.get(p) ?? OVER_QUOTA);
+        });
+        batch.forEach((p, i) => settle(p, outcomes[i]!));
+        return;
+      }
       const events = JSON.stringify(batch.map((p) => eventRecord(p.item.event)));
       const runs = JSON.stringify(batch.flatMap((p) => p.item.runs.map(runRecord)));
       const inserted = new Set((await within(sql.unsafe<{ id: string }[]>(INSERT_ALL, [events, runs], { prepare: true }), timeoutMs)).map((r) => r.id));
@@ -152,13 +213,21 @@ export function createPgWebhookStore(sql: Sql, options: GroupCommitOptions, time
     } catch (err) {
       if (isUnavailable(err)) return failBatch(batch, err);
     }
-    let outcomes: ({ ok: true; result: IngestResult } | { ok: false; error: unknown })[];
+    let outcomes: ({ ok: true; result: Outcome } | { ok: false; error: unknown })[];
     try {
       outcomes = await sql.begin(async (tx) => {
+        const tally = await lockAndCount(tx, batch);
         const each: typeof outcomes = [];
         for (const p of batch) {
+          // The item's runs count only once its savepoint is released.
+          const mine: Tally = new Map(tally);
+          if (!reserve(p, mine)) {
+            each.push({ ok: true, result: OVER_QUOTA });
+            continue;
+          }
           try {
             const [result] = await tx.savepoint((sp) => ingestBatch(sp, [p]));
+            for (const [tenantId, n] of mine) tally.set(tenantId, n);
             each.push({ ok: true, result: result! });
           } catch (error) {
             if (isUnavailable(error)) throw error;
@@ -170,8 +239,11 @@ export function createPgWebhookStore(sql: Sql, options: GroupCommitOptions, time
     } catch (err) {
       return failBatch(batch, err);
     }
-    outcomes.forEach((o, i) => (o.ok ? batch[i]!.resolve(o.result) : batch[i]!.reject(toStoreError(o.error))));
+    outcomes.forEach((o, i) => (o.ok ? settle(batch[i]!, o.result) : batch[i]!.reject(toStoreError(o.error))));
   }
+
+  const settle = (p: Pending, outcome: Outcome) =>
+    outcome === OVER_QUOTA ? p.reject(new StoreQuotaError("the tenant's queued runs are at their cap")) : p.resolve(outcome);
 
   function failBatch(batch: Pending[], err: unknown) {
     const error = new StoreUnavailableError(`ingest commit failed: ${(err as Error).message}`);

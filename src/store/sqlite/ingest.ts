@@ -1,8 +1,8 @@
 import type Database from "better-sqlite3";
-import { StoreUnavailableError } from "../errors.js";
+import { StoreQuotaError, StoreUnavailableError } from "../errors.js";
 import type { TriggerRow, WebhookSourceRow } from "../rows.js";
 import { run, toStoreError } from "./errors.js";
-import { prepareRunInsert } from "./queue.js";
+import { prepareQueuedCount, prepareRunInsert } from "./queue.js";
 import type { GroupCommitOptions } from "../group-commit.js";
 import type { IngestItem, IngestResult, WebhookStore } from "../store.js";
 
@@ -18,6 +18,14 @@ interface Pending {
 class ItemFailed {
   constructor(readonly error: unknown) {}
 }
+
+// An item refused by its tenant's queued-runs cap: nothing of it was stored.
+const OVER_QUOTA = Symbol("over quota");
+type Outcome = IngestResult | typeof OVER_QUOTA;
+
+// Queued runs per tenant as of this point of a transaction: counted once per
+// tenant, then raised by the runs the transaction inserts.
+type Tally = Map<string, number>;
 
 export function createSqliteWebhookStore(raw: Database.Database, options: GroupCommitOptions): WebhookStore {
   // Every statement of the hot path is prepared once. Rows come back as arrays
@@ -60,6 +68,7 @@ export function createSqliteWebhookStore(raw: Database.Database, options: GroupC
   );
   const forgetKey = raw.prepare<[string]>("update events set idempotency_key = null where id = ?");
   const insertRun = prepareRunInsert(raw);
+  const queuedCount = prepareQueuedCount(raw);
 
   const sourceRow = (v: unknown[]): WebhookSourceRow => ({
     id: v[0] as string,
@@ -111,10 +120,14 @@ export function createSqliteWebhookStore(raw: Database.Database, options: GroupC
       e.updateTime,
     ).changes === 1;
 
-  // Insert first; the unique index on (source, key) decides, so concurrent
-  // posts of one key store one event. A key older than the window is released.
-  function ingestOne({ item, windowMs }: Pending): IngestResult {
+  // The tenant's cap first (the transaction is immediate: no other writer
+  // queues runs between the count and the insert). Then insert; the unique
+  // index on (source, key) decides, so concurrent posts of one key store one
+  // event. A key older than the window is released.
+  function ingestOne({ item, windowMs }: Pending, tally: Tally): Outcome {
     const e = item.event;
+    const queued = item.runs.length ? (tally.get(e.tenantId) ?? queuedCount.get(e.tenantId)!) : 0;
+    if (queued + item.runs.length > (item.maxQueuedRuns ?? Infinity)) return OVER_QUOTA;
     if (!insertEventRow(e)) {
       const existing = existingByKey.get(e.sourceId, e.idempotencyKey!);
       if (!existing) throw new Error("event insert conflicted on a key that does not exist");
@@ -123,32 +136,43 @@ export function createSqliteWebhookStore(raw: Database.Database, options: GroupC
       if (!insertEventRow(e)) throw new Error("event insert conflicted twice");
     }
     for (const r of item.runs) insertRun.run(r);
+    if (item.runs.length) tally.set(e.tenantId, queued + item.runs.length);
     return { duplicate: false, eventId: e.id };
   }
 
   // The common case: the whole batch in one transaction, no savepoints. An
   // item that throws rolls the whole transaction back (nothing of the batch is
   // stored) and the batch is committed again by commitEach.
-  const commitAll = raw.transaction((batch: Pending[]) =>
-    batch.map((p) => {
+  const commitAll = raw.transaction((batch: Pending[]) => {
+    const tally: Tally = new Map();
+    return batch.map((p) => {
       try {
-        return ingestOne(p);
+        return ingestOne(p, tally);
       } catch (error) {
         throw new ItemFailed(error);
       }
-    }),
-  );
-  // Each item in its own savepoint: one bad item fails alone, the batch commits.
-  const ingestItem = raw.transaction((p: Pending) => ingestOne(p));
-  const commitEach = raw.transaction((batch: Pending[]) =>
-    batch.map((p): { ok: true; result: IngestResult } | { ok: false; error: unknown } => {
+    });
+  });
+  // Each item in its own savepoint: one bad item fails alone, the batch
+  // commits. The item's own tally, merged once its savepoint is released, so
+  // a rolled-back item's runs are not counted.
+  const ingestItem = raw.transaction((p: Pending, tally: Tally) => ingestOne(p, tally));
+  const commitEach = raw.transaction((batch: Pending[]) => {
+    const tally: Tally = new Map();
+    return batch.map((p): { ok: true; result: Outcome } | { ok: false; error: unknown } => {
+      const mine: Tally = new Map(tally);
       try {
-        return { ok: true, result: ingestItem(p) };
+        const result = ingestItem(p, mine);
+        for (const [tenantId, n] of mine) tally.set(tenantId, n);
+        return { ok: true, result };
       } catch (error) {
         return { ok: false, error };
       }
-    }),
-  );
+    });
+  });
+
+  const settle = (p: Pending, outcome: Outcome) =>
+    outcome === OVER_QUOTA ? p.reject(new StoreQuotaError("the tenant's queued runs are at their cap")) : p.resolve(outcome);
 
   const queue: Pending[] = [];
   let scheduled = false;
@@ -159,8 +183,10 @@ export function createSqliteWebhookStore(raw: Database.Database, options: GroupC
     if (queue.length) schedule();
     if (!batch.length) return;
     try {
-      const results = commitAll(batch);
-      batch.forEach((p, i) => p.resolve(results[i]!));
+      // Immediate: the write lock from BEGIN, so the quota's count and the
+      // inserts see one state of the database.
+      const results = commitAll.immediate(batch);
+      batch.forEach((p, i) => settle(p, results[i]!));
       return;
     } catch (err) {
       // The whole transaction rolled back: nothing of the batch was stored.
@@ -168,11 +194,11 @@ export function createSqliteWebhookStore(raw: Database.Database, options: GroupC
     }
     let outcomes: ReturnType<typeof commitEach>;
     try {
-      outcomes = commitEach(batch);
+      outcomes = commitEach.immediate(batch);
     } catch (err) {
       return failBatch(batch, err);
     }
-    outcomes.forEach((o, i) => (o.ok ? batch[i]!.resolve(o.result) : batch[i]!.reject(toStoreError(o.error))));
+    outcomes.forEach((o, i) => (o.ok ? settle(batch[i]!, o.result) : batch[i]!.reject(toStoreError(o.error))));
   }
 
   function failBatch(batch: Pending[], err: unknown) {
