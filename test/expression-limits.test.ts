@@ -4,6 +4,7 @@
 // thread, where one native call that passes V8's limits ends the process.
 import { ExpressionSandbox, type Outcome } from "../src/integrations/expressions/sandbox.js";
 import { DEFAULT_SANDBOX } from "../src/integrations/expressions/sandbox.js";
+import { CONSTANT } from "./support/amplifying.js";
 
 const MAX = DEFAULT_SANDBOX.maxChars;
 
@@ -17,11 +18,6 @@ const f = "ﬃ".repeat(100);
 const o = Object.fromEntries(Array.from({ length: 2_000 }, (_, i) => [`k${i}`, i]));
 const w = a.map(String);
 const HOSTILE = { payload: { a, w, s, f, o, small: a.slice(0, 200) } };
-
-// A constant expression of about 5.4 KB: joins of joins, 449^4 × 20
-// characters, with no input at all.
-const list = `[${Array.from({ length: 450 }, () => '""').join(",")}]`;
-export const CONSTANT = `$length($join(${list}, $join(${list}, $join(${list}, $join(${list}, "${"y".repeat(20)}")))))`;
 
 const LIMIT = { ok: false, kind: "limit", message: expect.any(String) };
 
@@ -68,9 +64,11 @@ describe("expression size limits", () => {
   let sandbox: ExpressionSandbox;
 
   beforeAll(() => {
-    // A share of inline time no expression here exhausts, so each bounded
-    // one runs inline first, as it would for a tenant that had been quiet.
-    sandbox = new ExpressionSandbox({ workers: 2, inlineMsPerSecond: 1_000_000 });
+    // A share of inline time no expression here exhausts, and a slice long
+    // enough that a loaded machine does not hand them to the sandbox: each
+    // bounded one runs on this thread, as it would for a quiet tenant on an
+    // idle machine, where time does not stop it and size must.
+    sandbox = new ExpressionSandbox({ workers: 2, inlineMsPerSecond: 1_000_000, inlineSliceMs: 1_000 });
     sandbox.warm();
   });
   afterAll(() => sandbox.close());

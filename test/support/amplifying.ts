@@ -1,0 +1,13 @@
+// Expressions and inputs that amplify (issue 19 item 2), shared by the suites
+// and the isolation bench.
+
+// A constant expression of about 5.4 KB, no input needed: joins of joins,
+// 599³ × 2 = 430 M characters (a valid string), whose `$length` copies each
+// character into an array past V8's largest and ends the process.
+const list = `[${Array.from({ length: 600 }, () => '""').join(",")}]`;
+export const CONSTANT = `$length($join(${list}, $join(${list}, $join(${list}, "yy"))))`;
+
+// 55 KB whose join is 300 M characters, past V8's largest array once
+// `$length` copies it (the process ended with "invalid size").
+export const AMPLIFIED = { w: Array.from({ length: 20_000 }, () => "0"), s: "x".repeat(15_000) };
+export const AMPLIFYING_FILTER = "$length($join(payload.w, payload.s)) > 0";
