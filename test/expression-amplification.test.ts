@@ -8,7 +8,7 @@
 // loaded machine; what other tenants see in time is bench/isolation's
 // (its amplification phase), here what they see in answers.
 import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
-import { AMPLIFIED, AMPLIFYING_FILTER, CONSTANT } from "./support/amplifying.js";
+import { AMPLIFIED, AMPLIFYING_FILTER, CONSTANT } from "../bench/lib/amplifying.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";

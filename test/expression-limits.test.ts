@@ -4,7 +4,7 @@
 // thread, where one native call that passes V8's limits ends the process.
 import { ExpressionSandbox, type Outcome } from "../src/integrations/expressions/sandbox.js";
 import { DEFAULT_SANDBOX } from "../src/integrations/expressions/sandbox.js";
-import { CONSTANT } from "./support/amplifying.js";
+import { CONSTANT } from "../bench/lib/amplifying.js";
 
 const MAX = DEFAULT_SANDBOX.maxChars;
 

@@ -4,8 +4,11 @@
 // A constant expression of about 5.4 KB, no input needed: joins of joins,
 // 599³ × 2 = 430 M characters (a valid string), whose `$length` copies each
 // character into an array past V8's largest and ends the process.
-const list = `[${Array.from({ length: 600 }, () => '""').join(",")}]`;
-export const CONSTANT = `$length($join(${list}, $join(${list}, $join(${list}, "yy"))))`;
+export function joinsOfJoins(width: number, separator: string): string {
+  const list = `[${Array.from({ length: width }, () => '""').join(",")}]`;
+  return `$length($join(${list}, $join(${list}, $join(${list}, "${separator}"))))`;
+}
+export const CONSTANT = joinsOfJoins(600, "yy");
 
 // 55 KB whose join is 300 M characters, past V8's largest array once
 // `$length` copies it (the process ended with "invalid size").
