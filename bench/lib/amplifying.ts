@@ -10,7 +10,8 @@ export function joinsOfJoins(width: number, separator: string): string {
 }
 export const CONSTANT = joinsOfJoins(600, "yy");
 
-// 55 KB whose join is 300 M characters, past V8's largest array once
-// `$length` copies it (the process ended with "invalid size").
-export const AMPLIFIED = { w: Array.from({ length: 20_000 }, () => "0"), s: "x".repeat(15_000) };
+// 55 KB whose join is 228 M characters (11,999 × 19,000), past V8's
+// largest array once `$length` copies it (the process ended with "invalid
+// size").
+export const AMPLIFIED = { w: Array.from({ length: 12_000 }, () => ""), s: "x".repeat(19_000) };
 export const AMPLIFYING_FILTER = "$length($join(payload.w, payload.s)) > 0";
