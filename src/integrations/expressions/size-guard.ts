@@ -142,6 +142,9 @@ export function installSizeLimits(
       const result = native.implementation.apply(this, check ? check(args) : args);
       return result instanceof Promise ? result.then((r) => checkResult(name, r)) : checkResult(name, result);
     };
+    // JSONata passes a function given to a higher-order builtin as many
+    // arguments as its implementation declares (`$map(xs, $string)`).
+    Object.defineProperty(implementation, "length", { value: native.implementation.length });
     expression.assign(name, { ...native, implementation });
   }
 
