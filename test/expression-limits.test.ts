@@ -92,8 +92,15 @@ describe("expression size limits", () => {
     expect(outcome).toEqual({ ok: true, value: a.length + sep.length * (a.length - 1) });
   });
 
-  it("fails a filter that amplifies: it does not match", async () => {
-    expect(await sandbox.evaluate("t", ["$length($join(payload.w, payload.s)) > 0"], HOSTILE, 50, "filter")).toEqual([LIMIT]);
+  it("fails a filter that amplifies: it does not match, and counts it as a limit", async () => {
+    const overruns: string[] = [];
+    const counted = new ExpressionSandbox({ inlineMsPerSecond: 1_000_000, inlineSliceMs: 1_000, onOverrun: (mode, kind) => overruns.push(`${mode}:${kind}`) });
+    try {
+      expect(await counted.evaluate("t", ["$length($join(payload.w, payload.s)) > 0"], HOSTILE, 5_000, "filter")).toEqual([LIMIT]);
+      expect(overruns).toEqual(["filter:limit"]);
+    } finally {
+      await counted.close();
+    }
   });
 
   // Expressions the inline tier never runs: the sandbox applies the same

@@ -155,6 +155,8 @@ export class ExpressionSandbox {
       this.#o.onPlaced?.(mode, outcome ? "inline" : "sandbox");
       if (outcome) {
         results[index] = outcome;
+        // A size limit is reached inline too (a time slice that ran out is not an overrun: the sandbox takes it).
+        if (!outcome.ok && outcome.kind !== "error" && outcome.kind !== "skipped") this.#o.onOverrun?.(mode, outcome.kind);
         hooks.settled?.(index, outcome);
       } else (pending ??= []).push({ index, expression });
     }
