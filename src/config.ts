@@ -113,6 +113,8 @@ function parseTracing(env: Env, problems: string[]): TracingConfig | undefined {
 export interface ExpressionConfig {
   workers: number;
   maxDepth: number;
+  // Longest string, and largest JSON text, one evaluation may build.
+  maxChars: number;
   memoryMb: number;
   // Service-thread time per tenant per second for bounded expressions (0: never inline).
   inlineMsPerSecond: number;
@@ -377,6 +379,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
   const expressions: ExpressionConfig = {
     workers: positiveInt(env, "AGENTPLANE_EXPRESSION_WORKERS", 2, problems),
     maxDepth: positiveInt(env, "AGENTPLANE_EXPRESSION_MAX_DEPTH", 500, problems),
+    maxChars: positiveInt(env, "AGENTPLANE_EXPRESSION_MAX_CHARS", 4_194_304, problems),
     memoryMb: positiveInt(env, "AGENTPLANE_EXPRESSION_MEMORY_MB", 128, problems),
     inlineMsPerSecond: int(env, "AGENTPLANE_EXPRESSION_INLINE_MS_PER_SECOND", 250, problems),
     filterBudgetMs: positiveInt(env, "AGENTPLANE_FILTER_BUDGET_MS", 50, problems),

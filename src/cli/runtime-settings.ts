@@ -9,6 +9,7 @@ export function expressionOptions(config: Config): ExpressionOptions {
     sandbox: {
       workers: config.expressions.workers,
       maxDepth: config.expressions.maxDepth,
+      maxChars: config.expressions.maxChars,
       memoryMb: config.expressions.memoryMb,
       inlineMsPerSecond: config.expressions.inlineMsPerSecond,
     },

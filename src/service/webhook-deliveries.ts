@@ -156,6 +156,8 @@ export function createWebhookDeliveries({ ingestion, lookups, secrets, sandbox, 
     if (!outcome.ok) {
       if (outcome.kind === "error") throw invalidArgument("mapping", `failed: ${outcome.message}`);
       if (outcome.kind === "timeout") throw invalidArgument("mapping", `exceeded its ${mappingBudgetMs} ms budget`);
+      // Past the size limits, or its process's memory: the same to the sender.
+      if (outcome.kind === "limit" || outcome.kind === "memory") throw invalidArgument("mapping", `expression_limit: ${outcome.message}`);
       throw invalidArgument("mapping", `stopped by its ${outcome.kind} limit: ${outcome.message}`);
     }
     const { value } = outcome;

@@ -5,28 +5,40 @@
 // that are linear in their arguments. Anything that can loop, recurse,
 // allocate without bound or backtrack (ranges, lambdas, bindings, regular
 // expressions, sorting, `**`, function application, transforms) is not.
+//
+// Linear in time is not enough on this thread, because one native call is
+// never interrupted by the time slice: what a builtin or `&` builds in one
+// call is checked against the size limits before or as it returns
+// (size-guard.ts), and a path may not reach back to the root (`$$`) from a
+// later step or a predicate: each element would then yield the whole input
+// by reference in constant time, and JSONata flattens those results in one
+// loop the time guard does not interrupt (|a| × |a| items for
+// `payload.a.$$.payload.a`).
 const NODE_TYPES = new Set(["path", "binary", "unary", "name", "string", "number", "value", "wildcard", "condition", "block", "function", "variable"]);
 const UNARY = new Set(["-", "[", "{"]);
-const FUNCTIONS = new Set([
+export const BOUNDED_FUNCTIONS = [
   "exists", "not", "boolean", "number", "string", "length", "lowercase", "uppercase", "trim", "contains",
   "substring", "substringBefore", "substringAfter", "count", "sum", "max", "min", "average", "type",
   "abs", "floor", "ceil", "round", "lookup", "keys", "join",
-]);
+] as const;
+const FUNCTIONS = new Set<string>(BOUNDED_FUNCTIONS);
 // Properties the parser adds for grouping, sorting, focus and index binding.
 const UNBOUNDED_PROPERTIES = ["group", "focus", "index", "tuple"];
 
 export function isBounded(ast: unknown): boolean {
-  const stack: unknown[] = [ast];
+  // Each node with whether it is evaluated once per element of something
+  // (a path's later step, a predicate), where the root may not be reached.
+  const stack: [unknown, boolean][] = [[ast, false]];
   while (stack.length) {
-    const node = stack.pop();
+    const [node, perElement] = stack.pop()!;
     if (Array.isArray(node)) {
-      stack.push(...node);
+      for (const child of node) stack.push([child, perElement]);
       continue;
     }
     if (!node || typeof node !== "object") continue;
-    const n = node as { type?: string; value?: unknown; procedure?: { type?: string; value?: unknown } };
+    const n = node as { type?: string; value?: unknown; procedure?: { type?: string; value?: unknown }; steps?: unknown[] };
     if (n.type === "filter") {
-      stack.push((node as { expr?: unknown }).expr);
+      stack.push([(node as { expr?: unknown }).expr, true]);
       continue;
     }
     if (!n.type || !NODE_TYPES.has(n.type)) return false;
@@ -34,8 +46,13 @@ export function isBounded(ast: unknown): boolean {
     if (n.type === "binary" && n.value === "..") return false;
     if (n.type === "unary" && !UNARY.has(n.value as string)) return false;
     if (n.type === "variable" && n.value !== "" && n.value !== "$") return false;
+    if (n.type === "variable" && n.value === "$" && perElement) return false;
     if (n.type === "function" && (n.procedure?.type !== "variable" || !FUNCTIONS.has(n.procedure.value as string))) return false;
-    for (const [key, child] of Object.entries(node)) if (key !== "procedure" && key !== "position" && child && typeof child === "object") stack.push(child);
+    for (const [key, child] of Object.entries(node)) {
+      if (key === "procedure" || key === "position" || !child || typeof child !== "object") continue;
+      if (key === "steps" && n.type === "path") n.steps!.forEach((step, i) => stack.push([step, perElement || i > 0]));
+      else stack.push([child, perElement || key === "predicate" || key === "stages"]);
+    }
   }
   return true;
 }

@@ -1,18 +1,29 @@
 import jsonata from "jsonata";
 import { isBounded } from "./bounded.js";
 import { classifyFailure, settle, type Mode, type Outcome } from "./sandbox-program.js";
+import { GUARDED_NATIVES, installSizeLimits, loadNatives, type NativeFunction, type SizeLimits } from "./size-guard.js";
 
-type Compiled = { expression: ReturnType<typeof jsonata>; options: { timeout: number } };
+type Compiled = { expression: ReturnType<typeof jsonata>; options: { timeout: number }; checkResult?: (value: unknown) => void };
 
 // Bounded expressions (see bounded.ts) evaluated on this thread, under a time
 // slice short enough that a slow one costs no more than parsing its event
-// did. An evaluation that does not finish within the slice is handed to the
-// sandbox with its full budget. The expression is not banished for it: a
-// slice also runs out under a garbage collection, and a tenant whose
-// expressions keep overrunning soon spends its share of inline time.
+// did, and under the size limits (size-guard.ts), which the slice cannot
+// enforce: one builtin call is never interrupted, and one that builds past
+// V8's limits ends the process. An evaluation that does not finish within
+// the slice is handed to the sandbox with its full budget. The expression is
+// not banished for it: a slice also runs out under a garbage collection, and
+// a tenant whose expressions keep overrunning soon spends its share of
+// inline time.
 export class InlineExpressions {
   // null: not bounded.
   readonly #compiled = new Map<string, Compiled | null>();
+  readonly #limits: SizeLimits;
+  readonly #natives: Promise<Record<string, NativeFunction>>;
+
+  constructor(limits: SizeLimits) {
+    this.#limits = limits;
+    this.#natives = loadNatives(jsonata, GUARDED_NATIVES);
+  }
 
   // The compiled expression when it may run here.
   accepts(source: string): Compiled | undefined {
@@ -39,9 +50,14 @@ export class InlineExpressions {
 
   // Undefined when the slice ran out: evaluate it in the sandbox instead.
   async evaluate(compiled: Compiled, input: unknown, sliceMs: number, mode: Mode): Promise<Outcome | undefined> {
+    // Installed before the first evaluation (it rewrites the expression).
+    const natives = await this.#natives;
+    compiled.checkResult ??= installSizeLimits(compiled.expression, natives, this.#limits);
     compiled.options.timeout = sliceMs;
     try {
-      return settle(await compiled.expression.evaluate(input), mode);
+      const value = await compiled.expression.evaluate(input);
+      if (mode !== "filter") compiled.checkResult(value);
+      return settle(value, mode);
     } catch (err) {
       const outcome = classifyFailure(err);
       return outcome.ok || outcome.kind !== "timeout" ? outcome : undefined;

@@ -1,6 +1,7 @@
 import { createRequire } from "node:module";
 import type jsonataType from "jsonata";
 import { linearRegExpClass } from "./linear-regex.js";
+import { GUARDED_NATIVES, installSizeLimits, loadNatives, type NativeFunction } from "./size-guard.js";
 
 // A filter's answer is a boolean; a value (step arguments) and a mapping (a
 // webhook source's) are plain JSON.
@@ -18,8 +19,9 @@ export interface SandboxTask {
 }
 
 // Why an expression produced no value: `timeout` (its wall-clock budget),
-// `depth` (nesting or recursion), `memory` (the process's heap), `limit`
-// (sequence size), `error` (anything the expression itself got wrong),
+// `depth` (nesting or recursion), `memory` (the process's heap, or its death
+// past one of V8's size limits), `limit` (a sequence, string or result past
+// the size limits, see size-guard.ts), `error` (anything the expression itself got wrong),
 // `skipped` (its caller no longer wanted it when its turn came).
 export type OverrunKind = "timeout" | "depth" | "memory" | "limit";
 export type Outcome = { ok: true; value: unknown } | { ok: false; kind: OverrunKind | "error" | "skipped"; message: string };
@@ -33,6 +35,7 @@ export interface SandboxAnswer {
 export interface SandboxProgramData {
   maxDepth: number;
   maxSequence: number;
+  maxChars: number;
 }
 
 // The sandbox process's side of its IPC channel.
@@ -56,8 +59,11 @@ export function classifyFailure(err: unknown): Outcome {
   const e = err as { code?: string; message?: string } | undefined;
   const message = String(e?.message ?? err).slice(0, 300);
   if (e?.code === "D1012") return { ok: false, kind: "timeout", message };
+  // V8's own ceilings on one string or array, reached in one step: the same
+  // failure as the size limits, had they been set higher.
+  const v8Size = err instanceof RangeError && /Invalid (string|array|typed array) length|Array buffer allocation/.test(message);
+  if (e?.code === "D2014" || e?.code === "D2015" || e?.code === "expression_limit" || v8Size) return { ok: false, kind: "limit", message };
   if (e?.code === "D1011" || err instanceof RangeError) return { ok: false, kind: "depth", message };
-  if (e?.code === "D2014" || e?.code === "D2015") return { ok: false, kind: "limit", message };
   return { ok: false, kind: "error", message };
 }
 
@@ -66,18 +72,22 @@ export interface Evaluation {
   RegexEngine: new (literal: RegExp) => unknown;
   settle: typeof settle;
   classifyFailure: typeof classifyFailure;
+  natives: Record<string, NativeFunction>;
+  installSizeLimits: typeof installSizeLimits;
 }
 
 // Runs in the sandbox process. It is shipped as source text (below), so it
 // closes over nothing: everything it uses arrives as a parameter.
-export function serveExpressions(channel: SandboxChannel, data: SandboxProgramData, { jsonata, RegexEngine, settle, classifyFailure }: Evaluation): void {
-  type Compiled = { expression: ReturnType<typeof jsonataType>; options: { timeout: number } };
+export function serveExpressions(channel: SandboxChannel, data: SandboxProgramData, { jsonata, RegexEngine, settle, classifyFailure, natives, installSizeLimits }: Evaluation): void {
+  type Compiled = { expression: ReturnType<typeof jsonataType>; options: { timeout: number }; checkResult: (value: unknown) => void };
   const compiled = new Map<string, Compiled>();
   const compile = (source: string): Compiled => {
     let entry = compiled.get(source);
     if (!entry) {
       const options = { timeout: 0, stack: data.maxDepth, sequence: data.maxSequence, RegexEngine };
-      entry = { expression: jsonata(source, options as Parameters<typeof jsonataType>[1]), options }; // the options typings predate timeout/stack/sequence
+      const expression = jsonata(source, options as Parameters<typeof jsonataType>[1]); // the options typings predate timeout/stack/sequence
+      const checkResult = installSizeLimits(expression, natives, { maxChars: data.maxChars, maxItems: data.maxSequence });
+      entry = { expression, options, checkResult };
       if (compiled.size >= 1000) compiled.clear();
       compiled.set(source, entry);
     }
@@ -86,9 +96,11 @@ export function serveExpressions(channel: SandboxChannel, data: SandboxProgramDa
   channel.onTask(async (task) => {
     let outcome: Outcome;
     try {
-      const { expression, options } = compile(task.expression);
+      const { expression, options, checkResult } = compile(task.expression);
       options.timeout = task.budgetMs;
-      outcome = settle(await expression.evaluate(task.input), task.mode);
+      const value = await expression.evaluate(task.input);
+      if (task.mode !== "filter") checkResult(value);
+      outcome = settle(value, task.mode);
     } catch (err) {
       outcome = classifyFailure(err);
     }
@@ -111,11 +123,15 @@ export function sandboxProgram(data: SandboxProgramData): string {
     const linearRegExpClass = ${linearRegExpClass.toString()};
     const settle = ${settle.toString()};
     const classifyFailure = ${classifyFailure.toString()};
+    const installSizeLimits = ${installSizeLimits.toString()};
+    const loadNatives = ${loadNatives.toString()};
     // Orphaned (the service died): stop too.
     process.on("disconnect", () => process.exit(0));
     const channel = { onTask: (handle) => process.on("message", handle), answer: (a) => process.send(a) };
-    const evaluation = { jsonata, RegexEngine: linearRegExpClass(RE2JS), settle, classifyFailure };
-    (${serveExpressions.toString()})(channel, ${JSON.stringify(data)}, evaluation);
-    process.send({ ready: true });
+    loadNatives(jsonata, ${JSON.stringify(GUARDED_NATIVES)}).then((natives) => {
+      const evaluation = { jsonata, RegexEngine: linearRegExpClass(RE2JS), settle, classifyFailure, natives, installSizeLimits };
+      (${serveExpressions.toString()})(channel, ${JSON.stringify(data)}, evaluation);
+      process.send({ ready: true });
+    });
   `;
 }

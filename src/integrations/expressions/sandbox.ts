@@ -11,8 +11,12 @@ export interface SandboxOptions {
   workers: number;
   // Nesting and recursion depth of one evaluation (JSONata's own counter).
   maxDepth: number;
-  // Longest sequence an expression may build (ranges, mapped arrays).
+  // Longest sequence an expression may build (ranges, mapped arrays, a
+  // builtin's array result).
   maxSequence: number;
+  // Longest string an expression may build, and largest JSON text it may
+  // produce, in every tier (size-guard.ts); past it, `limit`.
+  maxChars: number;
   // Heap of each sandbox process; an expression that needs more is cut off.
   memoryMb: number;
   // Jobs one tenant may have waiting; past it, evaluate() refuses at once.
@@ -38,6 +42,7 @@ export const DEFAULT_SANDBOX: Omit<SandboxOptions, "onOverrun" | "onPlaced"> = {
   workers: 2,
   maxDepth: 500,
   maxSequence: 1_000_000,
+  maxChars: 4_194_304,
   memoryMb: 128,
   maxQueuedPerTenant: 1000,
   inlineSliceMs: 5,
@@ -121,8 +126,8 @@ export class ExpressionSandbox {
 
   constructor(options: Partial<SandboxOptions> = {}) {
     this.#o = { ...DEFAULT_SANDBOX, ...options };
-    this.#program = sandboxProgram({ maxDepth: this.#o.maxDepth, maxSequence: this.#o.maxSequence });
-    this.#inline = new InlineExpressions();
+    this.#program = sandboxProgram({ maxDepth: this.#o.maxDepth, maxSequence: this.#o.maxSequence, maxChars: this.#o.maxChars });
+    this.#inline = new InlineExpressions({ maxChars: this.#o.maxChars, maxItems: this.#o.maxSequence });
     this.#slots = Array.from({ length: Math.max(1, this.#o.workers) }, () => ({ startedAt: 0 }));
     // All processes but one per tenant, so another tenant never waits for this one's expressions.
     this.#waiting = new FairQueue(Math.max(1, this.#slots.length - 1), this.#o.maxQueuedPerTenant);
@@ -150,6 +155,8 @@ export class ExpressionSandbox {
       this.#o.onPlaced?.(mode, outcome ? "inline" : "sandbox");
       if (outcome) {
         results[index] = outcome;
+        // A size limit is reached inline too (a time slice that ran out is not an overrun: the sandbox takes it).
+        if (!outcome.ok && outcome.kind !== "error" && outcome.kind !== "skipped") this.#o.onOverrun?.(mode, outcome.kind);
         hooks.settled?.(index, outcome);
       } else (pending ??= []).push({ index, expression });
     }
@@ -270,10 +277,14 @@ export class ExpressionSandbox {
       const slot = this.#slots.find((s) => s.process === proc);
       if (slot) this.#answered(slot, m);
     });
-    // V8 aborts when the heap limit is reached; anything else is a crash or our kill.
+    // V8 aborts when the heap limit is reached (SIGABRT), and traps when one
+    // allocation passes its largest array or string (SIGTRAP, SIGILL on some
+    // builds, "Fatal JavaScript invalid size error"): both are the
+    // expression's size, deterministic for the same expression and input,
+    // so they fail it as such. Anything else is a crash or our kill.
     child.on("exit", (code, signal) => {
-      const memory = signal === "SIGABRT" || code === 134;
-      this.#lost(proc, memory ? "memory" : "error", memory ? "evaluation ran out of memory" : `the expression process stopped (${signal ?? code})`);
+      const memory = signal === "SIGABRT" || signal === "SIGTRAP" || signal === "SIGILL" || code === 134 || code === 133 || code === 132;
+      this.#lost(proc, memory ? "memory" : "error", memory ? "evaluation ran out of memory or past V8's size limits" : `the expression process stopped (${signal ?? code})`);
     });
     child.on("error", () => this.#lost(proc, "error", "the expression process could not run"));
     return proc;
