@@ -16,4 +16,7 @@ export default {
     ],
   },
   testTimeout: 30000,
+  // The PostgreSQL server of the run (test/support/postgres.ts).
+  globalSetup: "<rootDir>/test/support/global-setup.ts",
+  globalTeardown: "<rootDir>/test/support/global-teardown.ts",
 };
