@@ -187,9 +187,8 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch(async (err: unknown) => {
-  const { ConfigError } = await import("../config.js");
   if (err instanceof UsageError) console.error(`${err.message}\n${err.command ? commandUsage(err.command) : USAGE}`);
-  else if (err instanceof ConfigError) console.error(err.message);
+  else if (err instanceof (await import("../config.js")).ConfigError) console.error((err as Error).message);
   else console.error(`agentplane: ${(err as Error).message}`);
   process.exit(err instanceof UsageError ? 2 : 1);
 });
