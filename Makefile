@@ -81,10 +81,31 @@ migrations: $(NPM_INSTALL_STAMP)
 # how long one tenant's flood may delay another's webhook on this server, and
 # a browser or a fleet of CLI processes in a parallel jest worker would be
 # measured with it (on 2 cores that took its 1 s bound to 1.2 s once).
+# Every stage runs even when one before it failed (a lint error must not hide
+# a failing test), and `make test` fails at the end if any did, naming them.
+# Each jest stage writes its results to dist/test-results, from which the
+# ten slowest suites are printed, so that growth shows.
 ISOLATION_TIMING := test/expression-budgets.test.ts
-test: $(NPM_INSTALL_STAMP) check build chromium
-	NODE_OPTIONS=--experimental-vm-modules $(BIN)/jest --ci --testPathIgnorePatterns $(ISOLATION_TIMING)
-	NODE_OPTIONS=--experimental-vm-modules $(BIN)/jest --ci --runInBand $(ISOLATION_TIMING)
+JEST := NODE_OPTIONS=--experimental-vm-modules $(BIN)/jest --ci
+RESULTS := dist/test-results
+test: $(NPM_INSTALL_STAMP)
+	@failed=""; mkdir -p $(RESULTS); rm -f $(RESULTS)/*.json; \
+	$(MAKE) --no-print-directory check || failed="$$failed check"; \
+	$(MAKE) --no-print-directory build || failed="$$failed build"; \
+	$(MAKE) --no-print-directory chromium || failed="$$failed chromium"; \
+	$(JEST) --json --outputFile=$(RESULTS)/suites.json --testPathIgnorePatterns $(ISOLATION_TIMING) || failed="$$failed jest"; \
+	$(JEST) --json --outputFile=$(RESULTS)/isolation.json --runInBand $(ISOLATION_TIMING) || failed="$$failed jest-isolation"; \
+	node -e "$$SLOWEST_SUITES" $(RESULTS)/*.json; \
+	if [ -n "$$failed" ]; then echo "make test failed:$$failed" >&2; exit 1; fi
+
+# The ten slowest suites of the jest result files named as arguments.
+define SLOWEST_SUITES
+const fs = require("node:fs");
+const suites = process.argv.slice(1).filter(fs.existsSync).flatMap((f) => JSON.parse(fs.readFileSync(f, "utf8")).testResults);
+const slowest = suites.map((r) => [(r.endTime - r.startTime) / 1000, r.name.slice(process.cwd().length + 1)]).sort((a, b) => b[0] - a[0]).slice(0, 10);
+console.log("slowest suites:\n" + slowest.map(([s, n]) => `  $${s.toFixed(1).padStart(6)} s  $${n}`).join("\n"));
+endef
+export SLOWEST_SUITES
 
 chromium:
 	@command -v /usr/bin/chromium >/dev/null || { \

@@ -15,5 +15,11 @@ export default {
       },
     ],
   },
-  testTimeout: 30000,
+  // A safety net, not a measure: on a loaded 2-core machine (load average
+  // 15, another make test beside this one) a suite's CLI processes and
+  // servers start several times slower than on an idle one.
+  testTimeout: 90000,
+  // The PostgreSQL server of the run (test/support/postgres.ts).
+  globalSetup: "<rootDir>/test/support/global-setup.ts",
+  globalTeardown: "<rootDir>/test/support/global-teardown.ts",
 };

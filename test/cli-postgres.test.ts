@@ -3,7 +3,7 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import postgres from "postgres";
-import { createTestDatabase, stopTestPostgres, type TestDatabase } from "./support/postgres.js";
+import { createTestDatabase, type TestDatabase } from "./support/postgres.js";
 import { join } from "node:path";
 
 const exec = promisify(execFile);
@@ -32,7 +32,6 @@ describe("agentplane CLI on PostgreSQL", () => {
   });
   afterAll(async () => {
     await db?.drop();
-    await stopTestPostgres();
   });
 
   it("refuses a database URL that is not PostgreSQL, without echoing it", async () => {

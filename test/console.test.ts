@@ -57,11 +57,13 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  writeFileSync(join(SCREENSHOTS, "measurements.json"), JSON.stringify(measured, null, 2));
+  // Everything started is stopped first: a setup that failed (no Chromium)
+  // must not leave the server's sandbox processes keeping jest alive.
   await browser?.close();
   await server?.close();
   await mcp?.close();
   await idp?.stop();
+  if (browser) writeFileSync(join(SCREENSHOTS, "measurements.json"), JSON.stringify(measured, null, 2));
 });
 
 // Opens the server's root as a user would and signs in at oidc-provider's

@@ -6,8 +6,10 @@ import { Writable } from "node:stream";
 import pino from "pino";
 import { createAuthenticator } from "../src/integrations/identity/index.js";
 import type { IntrospectionOptions } from "../src/integrations/identity/introspection.js";
+import { NO_OBSERVER, type Observer } from "../src/lib/observer.js";
 import { startScriptedIdp, type ScriptedAnswer, type ScriptedIdp } from "./support/scripted-introspection.js";
 import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { waitFor } from "./support/wait.js";
 
 const TENANT = "acme";
 const SUBJECT = "ci-pipeline";
@@ -42,7 +44,7 @@ describe("introspection hardening (scripted IdP)", () => {
     }),
   );
 
-  async function serverWith(overrides: Partial<IntrospectionOptions> = {}, mcpResource?: string): Promise<TestServer> {
+  async function serverWith(overrides: Partial<IntrospectionOptions> = {}, mcpResource?: string, observer?: Observer): Promise<TestServer> {
     const authenticator = createAuthenticator(
       {
         mode: "introspection",
@@ -58,7 +60,7 @@ describe("introspection hardening (scripted IdP)", () => {
         maxQueued: 256,
         ...overrides,
       },
-      { log: logger, mcpResource },
+      { log: logger, mcpResource, observer },
     );
     const s = await startServer({ authenticator });
     servers.push(s);
@@ -95,10 +97,13 @@ describe("introspection hardening (scripted IdP)", () => {
 
   describe("negative answers are cached briefly, in bounded memory", () => {
     it("asks the IdP once for 1,000 requests with the same inactive token", async () => {
+      // A refusal kept for an hour: on a loaded machine the 1,000 requests
+      // may take longer than the usual 10 s.
+      const longTtl = await serverWith({ negativeCacheTtlSeconds: 3600 });
       const token = randomToken();
       const calls = await countCalls(async () => {
         for (let batch = 0; batch < 10; batch++) {
-          const results = await Promise.all(Array.from({ length: 100 }, () => listAgents(server, token)));
+          const results = await Promise.all(Array.from({ length: 100 }, () => listAgents(longTtl, token)));
           for (const res of results) expectError(res, 401, "unauthenticated", /not active/);
         }
       });
@@ -106,13 +111,14 @@ describe("introspection hardening (scripted IdP)", () => {
     });
 
     it("asks again once the negative TTL has passed, and the token may have become valid", async () => {
-      const shortTtl = await serverWith({ negativeCacheTtlSeconds: 1 });
+      // 2 s: both requests below fit in it on a loaded machine.
+      const shortTtl = await serverWith({ negativeCacheTtlSeconds: 2 });
       const token = randomToken();
       expectError(await listAgents(shortTtl, token), 401, "unauthenticated");
       idp.script(() => activeAnswer());
       expectError(await listAgents(shortTtl, token), 401, "unauthenticated");
       expect(idp.calls()).toBe(1);
-      await new Promise((resolve) => setTimeout(resolve, 1100));
+      await new Promise((resolve) => setTimeout(resolve, 2100));
       expect((await listAgents(shortTtl, token)).status).toBe(200);
       expect(idp.calls()).toBe(2);
     });
@@ -127,7 +133,7 @@ describe("introspection hardening (scripted IdP)", () => {
     });
 
     it("forgets the oldest refusals past the cache bound, and random tokens never evict a valid one", async () => {
-      const bounded = await serverWith({ cacheMaxEntries: 20 });
+      const bounded = await serverWith({ cacheMaxEntries: 20, negativeCacheTtlSeconds: 3600 });
       const good = randomToken();
       idp.script((token) => (token === good ? activeAnswer() : { body: { active: false } }));
       expect((await listAgents(bounded, good)).status).toBe(200);
@@ -156,42 +162,82 @@ describe("introspection hardening (scripted IdP)", () => {
 
   describe("concurrent introspections are bounded", () => {
     it("never has more than the cap in flight at the IdP for 200 distinct tokens", async () => {
+      // No wait for a slot may time out, however slowly a loaded machine
+      // gets through the 200.
+      const patient = await serverWith({ timeoutMs: 60_000 });
       idp.script(() => ({ body: { active: false }, delayMs: 100 }));
-      const results = await Promise.all(Array.from({ length: 200 }, () => listAgents(server, randomToken())));
+      const results = await Promise.all(Array.from({ length: 200 }, () => listAgents(patient, randomToken())));
       for (const res of results) expectError(res, 401, "unauthenticated");
       expect(idp.calls()).toBe(200);
       expect(idp.maxInFlight()).toBeLessThanOrEqual(32);
       expect(idp.maxInFlight()).toBeGreaterThan(1);
     });
 
-    it("answers 503 quickly when the wait queue is full", async () => {
-      const small = await serverWith({ maxConcurrent: 2, maxQueued: 3 });
-      idp.script(() => ({ body: { active: false }, delayMs: 400 }));
-      const timed = Array.from({ length: 10 }, async () => {
-        const started = Date.now();
-        const res = await listAgents(small, randomToken());
-        return { res, ms: Date.now() - started };
+    it("answers 503 at once when the wait queue is full", async () => {
+      // The IdP holds its answers until the test lets them go, so the two
+      // slots stay taken and three wait however the ten requests are spread
+      // in time; no wait times out before then.
+      const small = await serverWith({ maxConcurrent: 2, maxQueued: 3, timeoutMs: 60_000 });
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      idp.script(async () => {
+        await held;
+        return { body: { active: false } };
       });
-      const results = await Promise.all(timed);
-      const refused = results.filter((r) => r.res.status === 503);
-      const answered = results.filter((r) => r.res.status === 401);
+      const refused: CallResult[] = [];
+      const pending = Array.from({ length: 10 }, async () => {
+        const res = await listAgents(small, randomToken());
+        if (res.status === 503) refused.push(res);
+        return res;
+      });
+      // The refusals come back while the IdP still holds every answer: they
+      // never waited for one.
+      await waitFor("five refusals and two look-ups at the IdP", 30_000, () => (refused.length >= 5 && idp.calls() >= 2 ? true : undefined), 5);
+      expect(idp.calls()).toBe(2);
+      release();
+      const results = await Promise.all(pending);
+      const answered = results.filter((r) => r.status === 401);
       expect({ refused: refused.length, answered: answered.length }).toEqual({ refused: 5, answered: 5 });
-      for (const r of refused) {
-        expectError(r.res, 503, "unavailable", /introspection.*(busy|waiting)/);
-        expect(r.ms).toBeLessThan(300); // never waited for an IdP answer
-      }
+      for (const r of refused) expectError(r, 503, "unavailable", /introspection.*(busy|waiting)/);
       expect(idp.calls()).toBe(5);
       expect(idp.maxInFlight()).toBeLessThanOrEqual(2);
     });
 
     it("answers 503 to a look-up that waits for a slot longer than the timeout", async () => {
-      const slow = await serverWith({ maxConcurrent: 1, maxQueued: 10, timeoutMs: 1000 });
-      idp.script(() => ({ body: { active: false }, delayMs: 400 }));
-      // Slots free at 400, 800, 1200 ms: the fourth would wait past 1000 ms.
-      const results = await Promise.all(Array.from({ length: 4 }, () => listAgents(slow, randomToken())));
-      expect(results.map((r) => r.status).sort()).toEqual([401, 401, 401, 503]);
-      expectError(results.find((r) => r.status === 503)!, 503, "unavailable", /introspection is busy.*waited 1000 ms/);
-      expect(idp.calls()).toBe(3);
+      // One slot and a 2 s timeout (the IdP's answer and the wait for a
+      // slot alike). A takes the slot and the IdP never answers it, so A's
+      // look-up times out at 2 s; B waits behind it, D behind B. When A's
+      // slot passes to B, D has waited less than 2 s, and B's answer is held
+      // until D's wait has timed out: D waited 2 s for the one slot while A
+      // and B each stayed within their own 2 s. Waits are entered in order,
+      // each once the one before it is in the gate (a token-cache miss).
+      let entered = 0;
+      const slow = await serverWith({ maxConcurrent: 1, maxQueued: 10, timeoutMs: 2000 }, undefined, {
+        ...NO_OBSERVER,
+        tokenCache: (result) => void (result === "miss" && entered++),
+      });
+      let releaseB!: () => void;
+      const heldB = new Promise<void>((resolve) => (releaseB = resolve));
+      const never = new Promise<never>(() => {});
+      const [a, b, d] = [randomToken(), randomToken(), randomToken()];
+      idp.script(async (token) => {
+        if (token === a) return never;
+        await heldB;
+        return { body: { active: false } };
+      });
+      const inGate = (n: number) => waitFor(`${n} look-ups in the gate`, 10_000, () => (entered >= n ? true : undefined), 1);
+      const first = listAgents(slow, a);
+      await waitFor("A at the IdP", 10_000, () => (idp.calls() === 1 ? true : undefined), 1);
+      const second = listAgents(slow, b);
+      await inGate(2);
+      const last = listAgents(slow, d);
+      await inGate(3);
+      const waited = await last;
+      releaseB();
+      expectError(waited, 503, "unavailable", /introspection is busy.*waited 2000 ms/);
+      expectError(await first, 503, "unavailable", /introspection failed/);
+      expectError(await second, 401, "unauthenticated");
+      expect(idp.calls()).toBe(2);
     });
 
     it("still coalesces concurrent requests with one token into one introspection", async () => {

@@ -10,7 +10,7 @@ import { createPostgresStore } from "../src/store/postgres/store.js";
 import type { RunInsert } from "../src/store/rows.js";
 import { createSqliteStore } from "../src/store/sqlite/store.js";
 import type { Store } from "../src/store/store.js";
-import { createTestDatabase, stopTestPostgres } from "./support/postgres.js";
+import { createTestDatabase } from "./support/postgres.js";
 
 const engines = [
   {
@@ -31,7 +31,6 @@ const engines = [
   },
 ];
 
-afterAll(() => stopTestPostgres());
 
 const MINUTE = 60_000;
 const START = Date.UTC(2026, 0, 5, 10, 0, 0);

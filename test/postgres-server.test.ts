@@ -4,7 +4,6 @@
 import postgres from "postgres";
 import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
-import { stopTestPostgres } from "./support/postgres.js";
 import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
 import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
@@ -28,7 +27,6 @@ describe("the HTTP server on PostgreSQL", () => {
   afterAll(async () => {
     await sql?.end();
     await server?.close();
-    await stopTestPostgres();
   });
 
   async function api(method: string, body: unknown): Promise<Json> {

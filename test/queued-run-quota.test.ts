@@ -6,7 +6,6 @@ import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { bearer, connectMust, sqliteRows, startServer, type TestServer } from "./support/server.js";
 import { PLACEHOLDER_MODEL } from "./support/agents.js";
-import { stopTestPostgres } from "./support/postgres.js";
 import postgres from "postgres";
 
 type Json = Record<string, unknown>;
@@ -21,7 +20,6 @@ beforeAll(async () => {
   issuer = await devIssuer();
   admin = await devToken(issuer);
 });
-afterAll(() => stopTestPostgres());
 
 const options = (store: "sqlite" | "postgres") => ({
   authenticator: issuer.authenticator(60),

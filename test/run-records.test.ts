@@ -13,7 +13,6 @@ import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { startHostileMcp, type HostileMcp } from "./support/hostile-mcp.js";
 import { startModelServer } from "./support/model-server.js";
-import { stopTestPostgres } from "./support/postgres.js";
 import { bearer, connectCall, connectMust, sqliteRows, startServer, type TestServer } from "./support/server.js";
 import { waitFor } from "./support/wait.js";
 
@@ -30,7 +29,6 @@ beforeAll(async () => {
   issuer = await devIssuer();
   admin = await devToken(issuer);
 });
-afterAll(() => stopTestPostgres());
 
 describe.each(["sqlite", "postgres"] as const)("on %s", (engine) => {
   let server: TestServer;

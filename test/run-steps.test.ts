@@ -2,9 +2,13 @@
 // completed in place; each try of its call is kept as a call attempt, a
 // retry visible while it happens. Real server, real agent runtime, real MCP
 // SDK server and a scripted model endpoint.
+import { DEFAULT_RECORD_LIMITS } from "../src/runtime/recordable.js";
 import type Database from "better-sqlite3";
 import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
+import { createLogger } from "../src/log.js";
+import { StepRecorder } from "../src/runtime/step-recorder.js";
 import type { RunQueue } from "../src/store/store.js";
+import type { RunRow, RunStepRecord } from "../src/store/rows.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { startModelServer } from "./support/model-server.js";
@@ -197,5 +201,25 @@ describe("steps recorded before steps had a status", () => {
     expect(stepsOf(finished)[2]!.error).toContain("interrupted");
     const running = await getRun(await stage("running", [old("")]));
     expect(stepsOf(running)[0]).toMatchObject({ status: "STEP_STATUS_RUNNING" });
+  });
+});
+
+describe("the step recorder's retry times", () => {
+  it("records a retry's start no earlier than its due time by the recorder's own clock, whatever the timers' clock says", async () => {
+    const written: RunStepRecord[][] = [];
+    const queue = { recordSteps: async (_o: string, _id: string, steps: RunStepRecord[]) => void written.push(structuredClone(steps)) } as unknown as RunQueue;
+    // A clock running at 90% of the timers' pace (another clock than the
+    // event loop's, as Date.now is): a timer set for 200 ms fires when it
+    // has moved 180 ms.
+    const origin = Date.now();
+    const now = () => origin + Math.floor((Date.now() - origin) * 0.9);
+    const recorder = new StepRecorder({ queue, owner: "w", run: { id: "run_1", steps: [], attempt: 1 } as unknown as RunRow, log: createLogger("silent"), now, limits: DEFAULT_RECORD_LIMITS });
+    const step = recorder.start({ kind: "tool_call", skillId: "", tool: "t", arguments: {} });
+    await step.backoff("skill_error: 503", 200, new AbortController().signal);
+    step.end({ result: {}, error: "" });
+    await recorder.close("");
+    const [first, second] = recorder.steps[0]!.callAttempts!;
+    expect(second!.startTime).toBeGreaterThanOrEqual(first!.endTime! + 200);
+    expect(second!.endTime).toBeGreaterThanOrEqual(second!.startTime);
   });
 });

@@ -14,7 +14,7 @@ import { createPostgresStore } from "../src/store/postgres/store.js";
 import type { AgentInsert, EventInsert, RunInsert, TriggerInsert, WebhookSourceInsert } from "../src/store/rows.js";
 import { createSqliteStore } from "../src/store/sqlite/store.js";
 import type { IngestItem, Store } from "../src/store/store.js";
-import { createTestDatabase, stopTestPostgres } from "./support/postgres.js";
+import { createTestDatabase } from "./support/postgres.js";
 
 const DAY = 24 * 60 * 60 * 1000;
 
@@ -44,8 +44,6 @@ const engines: Engine[] = [
     },
   },
 ];
-
-afterAll(() => stopTestPostgres());
 
 const now = Date.now();
 const times = { createTime: now, updateTime: now };

@@ -1,11 +1,10 @@
 #!/usr/bin/env node
 import { parseArgs, type ParseArgsConfig } from "node:util";
-import { ConnectError } from "@connectrpc/connect";
-import { ConfigError } from "../config.js";
-import { TOKEN_ENDPOINT_AUTH_METHODS } from "../integrations/mcp-client/oauth.js";
-import { dev, memberAdd, migrate, serve, sourceCreate, tenantCreate } from "./commands.js";
-import { checkSkillHeader } from "../service/skill-auth.js";
-import { probeSkill } from "./probe.js";
+import { TOKEN_ENDPOINT_AUTH_METHODS } from "../integrations/mcp-client/token-endpoint-auth-methods.js";
+
+// Each command loads what it needs when it runs (`import()` below): `--help`,
+// a usage error or a store command never loads the HTTP stack, and `serve`
+// never loads what only the store commands use.
 
 type Options = NonNullable<ParseArgsConfig["options"]>;
 type Values = Record<string, string | string[] | boolean | undefined>;
@@ -33,7 +32,7 @@ const COMMANDS: Command[] = [
       "--role api|worker|all   api: HTTP only, worker: executes runs, all (default): both",
     ],
     options: { role: { type: "string" } },
-    run: (_args, v) => serve(str(v.role)),
+    run: async (_args, v) => (await import("./serve.js")).serve(str(v.role)),
   },
   {
     name: "dev",
@@ -41,7 +40,7 @@ const COMMANDS: Command[] = [
     synopsis: "",
     help: ["run locally: SQLite in ./data, embedded token issuer, a dev tenant"],
     options: {},
-    run: () => dev(),
+    run: async () => (await import("./serve.js")).dev(),
   },
   {
     name: "migrate",
@@ -49,7 +48,7 @@ const COMMANDS: Command[] = [
     synopsis: "",
     help: ["apply database migrations (AGENTPLANE_DATABASE_URL, else SQLite in AGENTPLANE_DATA_DIR)"],
     options: {},
-    run: () => migrate(),
+    run: async () => (await import("./operator.js")).migrate(),
   },
   {
     name: "tenant create",
@@ -61,7 +60,7 @@ const COMMANDS: Command[] = [
       "--display-name <name>   the name shown for it",
     ],
     options: { admin: { type: "string" }, "display-name": { type: "string" } },
-    run: ([slug], v) => tenantCreate(slug!, str(v.admin), str(v["display-name"])),
+    run: async ([slug], v) => (await import("./operator.js")).tenantCreate(slug!, str(v.admin), str(v["display-name"])),
   },
   {
     name: "member add",
@@ -69,7 +68,7 @@ const COMMANDS: Command[] = [
     synopsis: "<tenant> <subject> [--role admin|viewer]",
     help: ["add a token subject to a tenant", "--role admin|viewer     default viewer"],
     options: { role: { type: "string" } },
-    run: ([tenant, subject], v) => memberAdd(tenant!, subject!, str(v.role) ?? "viewer"),
+    run: async ([tenant, subject], v) => (await import("./operator.js")).memberAdd(tenant!, subject!, str(v.role) ?? "viewer"),
   },
   {
     name: "source create",
@@ -83,7 +82,7 @@ const COMMANDS: Command[] = [
       "                           (signed kinds need AGENTPLANE_SECRET_KEY; the URL uses AGENTPLANE_PUBLIC_URL)",
     ],
     options: { kind: { type: "string" }, "signing-secret": { type: "string" } },
-    run: ([tenant, name], v) => sourceCreate(tenant!, name!, str(v.kind), str(v["signing-secret"])),
+    run: async ([tenant, name], v) => (await import("./operator.js")).sourceCreate(tenant!, name!, str(v.kind), str(v["signing-secret"])),
   },
   {
     name: "skill probe",
@@ -116,6 +115,11 @@ const COMMANDS: Command[] = [
       if (!v.url) throw new UsageError("skill probe needs --url", this);
       const authMethod = TOKEN_ENDPOINT_AUTH_METHODS.find((m) => m === v["auth-method"]);
       if (v["auth-method"] !== undefined && !authMethod) throw new UsageError(`--auth-method must be one of ${TOKEN_ENDPOINT_AUTH_METHODS.join(", ")}`, this);
+      const [{ ConnectError }, { checkSkillHeader }, { probeSkill }] = await Promise.all([
+        import("@connectrpc/connect"),
+        import("../service/skill-auth.js"),
+        import("./probe.js"),
+      ]);
       const allow = process.env.AGENTPLANE_OUTBOUND_ALLOW?.split(",").map((c) => c.trim()).filter(Boolean) ?? [];
       const headers: Record<string, string> = {};
       for (const [i, line] of ((v.header as string[] | undefined) ?? []).entries()) {
@@ -182,9 +186,9 @@ async function main(argv: string[]): Promise<void> {
   await command.run(positionals, parsed.values);
 }
 
-main(process.argv.slice(2)).catch((err: unknown) => {
+main(process.argv.slice(2)).catch(async (err: unknown) => {
   if (err instanceof UsageError) console.error(`${err.message}\n${err.command ? commandUsage(err.command) : USAGE}`);
-  else if (err instanceof ConfigError) console.error(err.message);
+  else if (err instanceof (await import("../config.js")).ConfigError) console.error((err as Error).message);
   else console.error(`agentplane: ${(err as Error).message}`);
   process.exit(err instanceof UsageError ? 2 : 1);
 });

@@ -9,7 +9,7 @@ import { SecretBox } from "../lib/secret-box.js";
 import { createLogger } from "../log.js";
 import { buildRuntime } from "../runtime/runtime.js";
 import type { FromThread, ToThread } from "../runtime/worker-threads.js";
-import { openStore } from "./commands.js";
+import { openStore } from "./store.js";
 import { startTracing } from "./tracing.js";
 import { expressionOptions, runtimeOptions } from "./runtime-settings.js";
 

@@ -1,4 +1,5 @@
 import { errorKindOfMessage } from "./error-kinds.js";
+import { pause, pauseUntil } from "../lib/pause.js";
 import type { Logger } from "pino";
 import type { RunRow, RunStepRecord, StepCallAttempt } from "../store/rows.js";
 import type { RunQueue } from "../store/store.js";
@@ -101,20 +102,21 @@ export class StepRecorder {
       this.#save();
     }
     return {
-      failed: (error, delayMs) => {
-        if (!open()) return;
+      backoff: async (error, delayMs, signal) => {
+        if (!open()) return pause(delayMs, signal);
         error = this.error(error);
         this.#o.log.debug({ ...this.#about(step), kind: errorKindOfMessage(error), error, retryInMs: delayMs }, "run step try failed; retrying");
         const t = this.#o.now();
         current.endTime = t;
         current.error = error;
-        current = { startTime: t + delayMs, error: "" };
+        // The retry is recorded once, with the time it is due, and does not
+        // begin before this recorder's clock reads that time.
+        const due = t + delayMs;
+        current = { startTime: due, error: "" };
         step.callAttempts!.push(current);
         this.#measure(step);
         this.#save();
-      },
-      retrying: () => {
-        if (open()) current.startTime = this.#o.now();
+        await pauseUntil(due, this.#o.now, signal);
       },
       end: (outcome) => {
         const capped = recordable(outcome.result, limits.stepResultBytes);

@@ -5,7 +5,6 @@ import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 import { secretRedactor } from "../integrations/mcp-client/secret-redaction.js";
 import type { CallTries } from "../lib/call-tries.js";
 import { NO_OBSERVER, type Observer } from "../lib/observer.js";
-import { pause } from "../lib/pause.js";
 import type { SecretBox } from "../lib/secret-box.js";
 import { ATTR, failed, inSpan } from "../lib/tracing.js";
 import { skillConnection } from "../service/skill-connection.js";
@@ -32,9 +31,9 @@ export interface ToolCaller {
 }
 
 // Calls a tool and returns its outcome. Transient failures (refused, reset,
-// 5xx, timeout) retry with backoff while the run's budget lasts, each try
-// reported to `tries` as it fails and begins; auth, validation and tool
-// errors do not retry.
+// 5xx, timeout) retry with backoff while the run's budget lasts, each failed
+// try reported to `tries`, which waits out the backoff; auth, validation and
+// tool errors do not retry.
 export function createToolCaller(skills: SkillPool, secrets: SecretBox, observer: Observer = NO_OBSERVER): ToolCaller {
   return {
     async call(skill, tool, args, idempotencyKey, signal, tries) {
@@ -65,10 +64,8 @@ export function createToolCaller(skills: SkillPool, secrets: SecretBox, observer
           if (e.transient) skills.evict(connection.key);
           const error = redact(e.message);
           if (!e.transient || attempt >= BACKOFF_MS.length || signal.aborted) return { error };
-          tries.failed(error, BACKOFF_MS[attempt]!);
           // A cancelled run does not wait out the backoff: the next try fails at once on the aborted signal.
-          await pause(BACKOFF_MS[attempt]!, signal);
-          tries.retrying();
+          await tries.backoff(error, BACKOFF_MS[attempt]!, signal);
         }
       }
     },

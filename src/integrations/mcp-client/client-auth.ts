@@ -2,11 +2,9 @@ import { randomUUID } from "node:crypto";
 import { importPKCS8, SignJWT } from "jose";
 import { clean } from "../outbound/upstream-reason.js";
 
-// In the order an unpinned skill prefers them: what nearly every server
-// takes first (RFC 6749 §2.3.1 requires Basic of servers that issue secrets).
-export const TOKEN_ENDPOINT_AUTH_METHODS = ["client_secret_basic", "client_secret_post", "private_key_jwt"] as const;
+import { TOKEN_ENDPOINT_AUTH_METHODS, type TokenEndpointAuthMethod } from "./token-endpoint-auth-methods.js";
 
-export type TokenEndpointAuthMethod = (typeof TOKEN_ENDPOINT_AUTH_METHODS)[number];
+export { TOKEN_ENDPOINT_AUTH_METHODS, type TokenEndpointAuthMethod };
 
 export interface ClientCredentials {
   clientId: string;

@@ -3,10 +3,9 @@ import type { ChatCompletionMessage, ChatCompletionMessageParam, ChatCompletionT
 import { OutboundBlockedError, ResponseTooLargeError, type FetchLike } from "../outbound/guarded-fetch.js";
 import { clean, errorReason } from "../outbound/upstream-reason.js";
 import { SpanKind } from "@opentelemetry/api";
-import type { CallTries } from "../../lib/call-tries.js";
+import { UNRECORDED_TRIES, type CallTries } from "../../lib/call-tries.js";
 import { inSpan } from "../../lib/tracing.js";
 import { propagatingFetch } from "../outbound/trace-context.js";
-import { pause } from "../../lib/pause.js";
 import { secretRedactor } from "../../lib/secret-redaction.js";
 
 // Why a model call failed, in words a run step can carry: `kind` is stable
@@ -48,7 +47,7 @@ export interface ChatRequest {
 
 export interface ChatModel {
   // One chat completion; transient failures are retried within the signal's
-  // time, each try reported to `tries` as it fails and begins.
+  // time, each failed try reported to `tries`, which waits out the backoff.
   complete(endpoint: ModelEndpoint, request: ChatRequest, signal: AbortSignal, tries?: CallTries, observe?: ObserveTry): Promise<ChatCompletionMessage>;
 }
 
@@ -119,7 +118,7 @@ function classify(err: unknown, origin: string, redact: (text: string) => string
 // and every failure gets a kind here.
 export function createChatModel({ fetch, backoffMs = [500, 2000] }: ChatModelOptions): ChatModel {
   return {
-    async complete(endpoint, request, signal, tries, observe = () => {}) {
+    async complete(endpoint, request, signal, tries = UNRECORDED_TRIES, observe = () => {}) {
       const url = new URL(endpoint.baseUrl);
       const origin = url.origin;
       const redact = secretRedactor([endpoint.apiKey, `Bearer ${endpoint.apiKey}`]);
@@ -162,10 +161,8 @@ export function createChatModel({ fetch, backoffMs = [500, 2000] }: ChatModelOpt
           observe(e.kind, took());
           if (!e.transient || attempt >= backoffMs.length) throw e;
           const delay = e.retryAfterMs ?? backoffMs[attempt]!;
-          tries?.failed(e.message, delay);
-          await pause(delay, signal);
+          await tries.backoff(e.message, delay, signal);
           if (signal.aborted) throw signal.reason;
-          tries?.retrying();
         }
       }
     },
