@@ -53,6 +53,10 @@ export class Worker {
   // When each held run's lease was last extended (claimed or heartbeat): it
   // holds until then + leaseMs.
   readonly #renewed = new Map<string, number>();
+  // Held runs done executing, whose outcome is being recorded: a lapsed lease
+  // does not abort these (the outcome is written if no one claimed the run
+  // meanwhile, and dropped if someone did).
+  readonly #recording = new Set<string>();
   // While the store fails (a database outage), claims retry with a growing
   // wait of at most a second, and each loop logs its first failure and its
   // recovery only.
@@ -156,6 +160,7 @@ export class Worker {
         if (this.#active.get(run.id) === entry) {
           this.#active.delete(run.id);
           this.#renewed.delete(run.id);
+          this.#recording.delete(run.id);
         }
         this.wake();
       });
@@ -187,6 +192,7 @@ export class Worker {
     }
     const seconds = (performance.now() - started) / 1000;
     traceOutcome(result);
+    this.#recording.add(run.id);
     await recorder.close(result.status === "succeeded" ? "the run ended before the step did" : result.error);
     const outcome = { ...result, output: result.status === "succeeded" ? result.output : undefined, error: result.status === "succeeded" ? "" : result.error, steps: recorder.steps };
     // The outcome is retried until the store takes it (a full disk, a lock):
@@ -238,7 +244,7 @@ export class Worker {
       const lapsed = this.#o.now() - this.#o.leaseMs;
       for (const id of ids) {
         const renewed = this.#renewed.get(id);
-        if (renewed !== undefined && renewed <= lapsed) this.#active.get(id)?.controller.abort(new Error("run lease lapsed while the store was unreachable"));
+        if (renewed !== undefined && renewed <= lapsed && !this.#recording.has(id)) this.#active.get(id)?.controller.abort(new Error("run lease lapsed while the store was unreachable"));
       }
     }
   }
