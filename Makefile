@@ -118,6 +118,7 @@ bench: build
 	node dist/bench/isolation/run.js
 	node dist/bench/e2e/run.js
 	node dist/bench/postgres/queue.js
+	node dist/bench/outage/run.js
 
 clean:
 	rm -rf dist

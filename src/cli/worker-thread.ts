@@ -5,9 +5,11 @@ import { parentPort, workerData } from "node:worker_threads";
 import type { Config } from "../config.js";
 import { Registry } from "prom-client";
 import { createDomainMetrics } from "../domain-metrics.js";
+import { FailureStreak } from "../lib/failure-streak.js";
 import { SecretBox } from "../lib/secret-box.js";
 import { createLogger } from "../log.js";
 import { buildRuntime } from "../runtime/runtime.js";
+import { StoreUnavailableError } from "../store/errors.js";
 import type { FromThread, ToThread } from "../runtime/worker-threads.js";
 import { openStore } from "./store.js";
 import { startTracing } from "./tracing.js";
@@ -30,8 +32,25 @@ const log = createLogger(config.logLevel, { write: (line: string) => post({ type
 const metrics = new Registry();
 const observer = createDomainMetrics(metrics, config.metricsTenantLabel);
 
+// A thread started again while the database is down waits for it rather
+// than dying at once, over and over (only a store that is unavailable is
+// waited for; a wrong URL or a failed migration still ends the thread).
+async function openWhenAvailable() {
+  const streak = new FailureStreak(log, "opening the store", 100, 2000);
+  for (;;) {
+    try {
+      const opened = await openStore(config);
+      streak.succeeded();
+      return opened;
+    } catch (err) {
+      if (!(err instanceof StoreUnavailableError)) throw err;
+      await new Promise((resolve) => setTimeout(resolve, streak.failed(err)));
+    }
+  }
+}
+
 const tracing = await startTracing(config.tracing, log);
-const store = await openStore(config);
+const store = await openWhenAvailable();
 const expressions = expressionOptions(config);
 const runtime = buildRuntime({
   ...runtimeOptions(config, scheduler),

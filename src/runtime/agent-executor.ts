@@ -5,6 +5,7 @@ import type { SecretBox } from "../lib/secret-box.js";
 import { agentSecretContext } from "../service/agents.js";
 import type { AgentRow, RunRow, SkillRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
+import { StoreUnavailableError } from "../store/errors.js";
 import { RecordLimitError, type ExecutionContext, type ExecutionResult, type Executor } from "./executor.js";
 import type { ToolCaller } from "./tool-calls.js";
 import { modelCallKeys, planStepKey } from "./idempotency-keys.js";
@@ -170,6 +171,8 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
       } catch (err) {
         if (deadline.aborted) return { status: "timed_out", error: `agent timeout (${agent.timeoutMs} ms) reached` };
         if (err instanceof StepFailed || err instanceof RecordLimitError) return { status: "failed", error: err.message };
+        // The store failed (a database outage), not the run: the worker gives it back.
+        if (err instanceof StoreUnavailableError) throw err;
         if (!ctx.signal.aborted) log.error({ err, run: run.id }, "agent execution failed");
         return { status: "failed", error: (err as Error).message };
       }

@@ -1,4 +1,5 @@
 import type { Logger } from "pino";
+import { FailureStreak } from "../lib/failure-streak.js";
 import type { PruneResult, RetentionStore } from "../store/store.js";
 
 const DAY_MS = 86_400_000;
@@ -33,10 +34,13 @@ export class Retention {
   // Set by stop(): no further batch or round starts.
   #stopped = false;
   #round?: Promise<unknown>;
+  // Rounds failing while the database is down log once, and once when one works.
+  readonly #failures: FailureStreak;
 
   constructor(options: RetentionOptions) {
     if (!(options.days >= 1)) throw new Error("retention must keep at least one day (the idempotency window)");
     this.#o = { intervalMs: 60_000, now: Date.now, ...options };
+    this.#failures = new FailureStreak(this.#o.log, "retention round (tried again at the next interval)");
   }
 
   start(): void {
@@ -74,7 +78,10 @@ export class Retention {
   #schedule(delayMs: number): void {
     this.#timer = setTimeout(() => {
       this.#round = this.runOnce()
-        .catch((err: unknown) => this.#o.log.warn({ err }, "retention round failed; trying again at the next interval"))
+        .then(
+          () => this.#failures.succeeded(),
+          (err: unknown) => void this.#failures.failed(err),
+        )
         .finally(() => {
           if (!this.#stopped) this.#schedule(this.#o.intervalMs * (0.75 + Math.random() / 2));
         });

@@ -1,5 +1,6 @@
 import { Cron } from "croner";
 import type { Logger } from "pino";
+import { FailureStreak } from "../lib/failure-streak.js";
 import { newId } from "../lib/ids.js";
 import { LogThrottle } from "../lib/log-throttle.js";
 import { NO_OBSERVER, type Observer } from "../lib/observer.js";
@@ -50,10 +51,14 @@ export class Scheduler {
   #again = false;
   #unsubscribe?: () => void;
   readonly #skippedWarnings: LogThrottle;
+  // A failed tick (the database is down) is tried again within a second or
+  // two, not at the next refresh, so slots due meanwhile fire soon after.
+  readonly #failures: FailureStreak;
 
   constructor(options: SchedulerOptions) {
     this.#o = { refreshMs: 30_000, now: Date.now, onRunsQueued: () => {}, maxQueuedRuns: Infinity, observer: NO_OBSERVER, ...options };
     this.#skippedWarnings = new LogThrottle(SKIPPED_WARNING_WINDOW_MS, 10_000, () => this.#o.now());
+    this.#failures = new FailureStreak(this.#o.log, "scheduler tick", 100, 2000);
   }
 
   start(): void {
@@ -130,9 +135,10 @@ export class Scheduler {
     let wait = this.#o.refreshMs;
     try {
       const { next } = await this.tick();
+      this.#failures.succeeded();
       if (next !== undefined) wait = Math.max(10, Math.min(wait, next - this.#o.now()));
     } catch (err) {
-      this.#o.log.error({ err }, "scheduler tick failed");
+      wait = Math.min(wait, this.#failures.failed(err));
     }
     this.#ticking = false;
     if (this.#again) {

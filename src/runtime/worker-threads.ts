@@ -30,6 +30,10 @@ export interface WorkerThreadsOptions {
 // Beyond the grace given to in-flight runs, for the thread to release the
 // rest and close its store.
 const STOP_SLACK_MS = 5_000;
+// A thread that keeps dying soon after its start is started again after a
+// wait that doubles, up to this; one that lived this long counts afresh.
+const MAX_RESTART_DELAY_MS = 30_000;
+const HEALTHY_AFTER_MS = 60_000;
 // A thread busy past this answers a scrape with its previous metrics.
 const METRICS_WAIT_MS = 1_000;
 // Last metrics of threads that exited, still counted (a restarted thread
@@ -46,10 +50,13 @@ export class WorkerThreads implements Execution {
   readonly #lastSnapshot = new Map<Thread, unknown>();
   readonly #retired: unknown[] = [];
   #nextAsk = 0;
+  // Per thread index: deaths in a row, each soon after its start.
+  readonly #quickDeaths: number[];
 
   constructor(options: WorkerThreadsOptions) {
     this.#o = options;
     this.#threads = new Array<Thread | undefined>(options.threads).fill(undefined);
+    this.#quickDeaths = new Array<number>(options.threads).fill(0);
   }
 
   start(): void {
@@ -115,6 +122,7 @@ export class WorkerThreads implements Execution {
   #spawn(index: number): void {
     const { log } = this.#o;
     const thread = new Thread(this.#o.entry, { workerData: this.#o.data(index), name: `runtime-${index}` });
+    const started = performance.now();
     this.#threads[index] = thread;
     thread.on("message", (message: FromThread) => {
       if (message.type === "runsQueued") this.wake();
@@ -137,10 +145,13 @@ export class WorkerThreads implements Execution {
           resolve();
           if (this.#stopping) return;
           // Its runs' leases expire and are claimed again, here or elsewhere.
-          log.error({ thread: index, code }, "runtime thread exited; starting it again");
+          if (performance.now() - started >= HEALTHY_AFTER_MS) this.#quickDeaths[index] = 0;
+          const quick = this.#quickDeaths[index]!++;
+          const delayMs = Math.min(MAX_RESTART_DELAY_MS, (this.#o.restartDelayMs ?? 1000) * 2 ** quick);
+          log.error({ thread: index, code, restartInMs: delayMs }, "runtime thread exited; starting it again");
           setTimeout(() => {
             if (!this.#stopping) this.#spawn(index);
-          }, this.#o.restartDelayMs ?? 1000).unref();
+          }, delayMs).unref();
         }),
       ),
     );

@@ -2,8 +2,9 @@ import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { Logger } from "pino";
 import { NO_OBSERVER, type Observer } from "../lib/observer.js";
+import { FailureStreak } from "../lib/failure-streak.js";
 import { pause } from "../lib/pause.js";
-import { StoreRefusedError } from "../store/errors.js";
+import { StoreRefusedError, StoreUnavailableError } from "../store/errors.js";
 import type { RunOutcome, RunQueue, StoreSignals } from "../store/store.js";
 import { errorKindOf, errorKindOfMessage } from "./error-kinds.js";
 import type { ExecutionResult, Executor } from "./executor.js";
@@ -70,9 +71,23 @@ export class Worker {
   #pumping = false;
   #again = false;
   #stopped = true;
+  // When each held run's lease was last extended (claimed or heartbeat): it
+  // holds until then + leaseMs.
+  readonly #renewed = new Map<string, number>();
+  // Held runs done executing, whose outcome is being recorded: a lapsed lease
+  // does not abort these (the outcome is written if no one claimed the run
+  // meanwhile, and dropped if someone did).
+  readonly #recording = new Set<string>();
+  // While the store fails (a database outage), claims retry with a growing
+  // wait of at most a second, and each loop logs its first failure and its
+  // recovery only.
+  readonly #claims: FailureStreak;
+  readonly #beats: FailureStreak;
 
   constructor(options: WorkerOptions) {
     this.#o = { idlePollMs: 5000, now: Date.now, observer: NO_OBSERVER, ...options, recordLimits: options.recordLimits ?? DEFAULT_RECORD_LIMITS };
+    this.#claims = new FailureStreak(this.#o.log, "run queue claim");
+    this.#beats = new FailureStreak(this.#o.log, "lease heartbeat");
   }
 
   start(): void {
@@ -116,7 +131,8 @@ export class Worker {
     for (const { controller } of this.#active.values()) controller.abort(new Error("worker shutting down"));
     await all();
     clearInterval(this.#heartbeat);
-    if (left.length) await this.#o.queue.release(this.owner, left, this.#o.now());
+    // A store that is down now: their leases expire instead.
+    if (left.length) await this.#o.queue.release(this.owner, left, this.#o.now()).catch((err: unknown) => this.#o.log.warn({ err }, "releasing runs at shutdown failed"));
   }
 
   async #pump(): Promise<void> {
@@ -137,9 +153,10 @@ export class Worker {
         if (runs.length === free) this.#again = true;
       } while (this.#again && !this.#stopped);
       if (!this.#stopped) await this.#sleep();
+      this.#claims.succeeded();
     } catch (err) {
-      this.#o.log.error({ err }, "run queue claim failed");
-      if (!this.#stopped) this.#timer = setTimeout(() => this.wake(), 1000);
+      const wait = this.#claims.failed(err);
+      if (!this.#stopped) this.#timer = setTimeout(() => this.wake(), wait);
     } finally {
       this.#pumping = false;
       // A wake() that arrived while this pump was finishing must not be lost.
@@ -157,10 +174,17 @@ export class Worker {
   #launch(run: Parameters<Executor["execute"]>[0]): void {
     const controller = new AbortController();
     const entry = { controller, done: Promise.resolve() };
-    entry.done = traceRun(run, () => this.#execute(run, controller)).finally(() => {
-      if (this.#active.get(run.id) === entry) this.#active.delete(run.id);
-      this.wake();
-    });
+    this.#renewed.set(run.id, this.#o.now());
+    entry.done = traceRun(run, () => this.#execute(run, controller))
+      .catch((err: unknown) => this.#o.log.error({ err, run: run.id }, "run attempt ended with an unexpected error; it runs again when its lease expires"))
+      .finally(() => {
+        if (this.#active.get(run.id) === entry) {
+          this.#active.delete(run.id);
+          this.#renewed.delete(run.id);
+          this.#recording.delete(run.id);
+        }
+        this.wake();
+      });
     this.#active.set(run.id, entry);
   }
 
@@ -182,12 +206,16 @@ export class Worker {
     try {
       result = await executor.execute(run, { signal: controller.signal, startStep: (step) => recorder.start(step) });
     } catch (err) {
+      // The store failed under the run (a database outage), not the run:
+      // it is given back, and its lease lets it run again if that fails too.
+      if (err instanceof StoreUnavailableError) return this.#giveBack(run, controller, log, err);
       result = { status: "failed", error: (err as Error).message };
     }
     const seconds = (performance.now() - started) / 1000;
     // An error quotes what a tool or model answered: its text as recorded, in traces and logs too.
     if (result.status !== "succeeded") result = { ...result, error: recorder.error(result.error) };
     traceOutcome(result);
+    this.#recording.add(run.id);
     await recorder.close(result.status === "succeeded" ? "the run ended before the step did" : result.error);
     let outcome: RunOutcome = {
       status: result.status,
@@ -231,15 +259,36 @@ export class Worker {
     }
   }
 
+  async #giveBack(run: { id: string }, controller: AbortController, log: Logger, err: unknown): Promise<void> {
+    controller.abort(err);
+    log.warn({ err: (err as Error).message }, "run given back: the store failed while it executed; it runs again");
+    await this.#o.queue.release(this.owner, [run.id], this.#o.now()).catch(() => {
+      // Still down: the lease expires instead.
+    });
+  }
+
   // Extends every held lease; a run no longer held (cancelled) is aborted.
+  // While the store cannot be reached, a run whose lease has lapsed is
+  // aborted too: another worker may claim it now, and one run must not
+  // execute twice at once.
   async #beat(): Promise<void> {
     const ids = [...this.#active.keys()];
     if (!ids.length) return;
+    const now = this.#o.now();
     try {
-      const held = await this.#o.queue.heartbeat(this.owner, ids, this.#o.leaseMs, this.#o.now());
-      for (const id of ids) if (!held.has(id)) this.#active.get(id)?.controller.abort(new Error("run cancelled"));
+      const held = await this.#o.queue.heartbeat(this.owner, ids, this.#o.leaseMs, now);
+      this.#beats.succeeded();
+      for (const id of ids) {
+        if (held.has(id)) this.#renewed.set(id, now);
+        else this.#active.get(id)?.controller.abort(new Error("run cancelled"));
+      }
     } catch (err) {
-      this.#o.log.error({ err }, "lease heartbeat failed");
+      this.#beats.failed(err);
+      const lapsed = this.#o.now() - this.#o.leaseMs;
+      for (const id of ids) {
+        const renewed = this.#renewed.get(id);
+        if (renewed !== undefined && renewed <= lapsed && !this.#recording.has(id)) this.#active.get(id)?.controller.abort(new Error("run lease lapsed while the store was unreachable"));
+      }
     }
   }
 }

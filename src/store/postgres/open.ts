@@ -20,6 +20,17 @@ export interface OpenedPostgres {
   db: Db;
 }
 
+// Seconds before a connection is tried again after a failed one. The
+// driver's own backoff grows with every failure of any connection of the pool
+// (3^n / 100 s, up to 20 s), so an outage of a few seconds with a busy pool
+// left a replica without connections for many seconds after the database was
+// back. Here it grows to a quarter second at most: attempts are cheap (a
+// refused connection, or an answer that the database is starting up), and a
+// replica is back within that of the database.
+export function reconnectBackoff(failures: number): number {
+  return Math.min(0.25, 0.01 * 2 ** failures) * (0.5 + Math.random() / 2);
+}
+
 // bigint (int8) columns hold millisecond timestamps and counts, all far below
 // 2^53: read them as numbers, as SQLite returns them, not as strings.
 const INT8 = 20;
@@ -28,6 +39,7 @@ export function openPostgres(options: PostgresOptions): OpenedPostgres {
   const sql = postgres(options.url, {
     max: options.poolSize ?? 10,
     onnotice: () => {},
+    backoff: reconnectBackoff,
     types: {
       int8: { to: INT8, from: [INT8], serialize: (v: number) => String(v), parse: (v: string) => Number(v) },
     },

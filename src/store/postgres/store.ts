@@ -3,7 +3,7 @@ import type * as rows from "../rows.js";
 import { SignalHub } from "../signal-hub.js";
 import type { EventQuery, ScheduleStore, Store, WebhookStore } from "../store.js";
 import { within } from "./deadline.js";
-import { pg } from "./errors.js";
+import { pg, toStoreError } from "./errors.js";
 import { byEvent } from "../runs-by-event.js";
 import type { GroupCommitOptions } from "../group-commit.js";
 import { ChangeNotifier } from "./change-notifier.js";
@@ -43,7 +43,8 @@ export async function createPostgresStore(options: PostgresStoreOptions): Promis
     await listenSignals(sql, signals);
   } catch (err) {
     await sql.end({ timeout: 0 });
-    throw err;
+    // Classified: a database that is down is "unavailable", as on any call.
+    throw toStoreError(err);
   }
   const timeoutMs = options.hotPathTimeoutMs ?? 5000;
   const changes = new ChangeNotifier(sql);

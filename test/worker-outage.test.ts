@@ -1,0 +1,100 @@
+// The worker against a store that stops answering (issue 19 item 6): it
+// keeps trying, logs each loop's failure once and its recovery once, aborts
+// a run whose lease lapsed while it could not renew it (another worker may
+// claim it), and gives back, rather than fails, a run whose executor met the
+// unavailable store. The queue is a stand-in whose calls fail while `down`.
+import { Worker } from "../src/runtime/worker.js";
+import type { Executor } from "../src/runtime/executor.js";
+import { StoreUnavailableError } from "../src/store/errors.js";
+import type { RunRow } from "../src/store/rows.js";
+import type { RunQueue } from "../src/store/store.js";
+import { LogCapture } from "./support/log-capture.js";
+import { waitFor } from "./support/wait.js";
+
+const LEASE_MS = 300;
+
+function run(id: string): RunRow {
+  return {
+    id,
+    tenantId: "ten_1",
+    agentId: "agt_1",
+    triggerId: null,
+    eventId: null,
+    input: {},
+    status: "running",
+    attempt: 1,
+    steps: [],
+    output: null,
+    error: "",
+    startTime: 0,
+    endTime: null,
+    leaseOwner: "w",
+    leaseExpireTime: 0,
+    traceParent: null,
+    createTime: 0,
+    updateTime: 0,
+  } as RunRow;
+}
+
+// A queue that hands out `runs` once; every call fails while `state.down`.
+function flakyQueue(runs: RunRow[], state: { down: boolean }) {
+  const calls = { claim: 0, released: [] as string[], finished: [] as string[] };
+  const guard = <T>(value: () => T): Promise<T> => (state.down ? Promise.reject(new StoreUnavailableError("connect ECONNREFUSED")) : Promise.resolve(value()));
+  const queue: RunQueue = {
+    claim: () => guard(() => (calls.claim++ === 0 ? runs : [])),
+    heartbeat: (_owner, ids) => guard(() => new Set(ids)),
+    recordSteps: () => guard(() => true),
+    finish: (_owner, id) => guard(() => (calls.finished.push(id), true)),
+    release: (_owner, ids) => guard(() => void calls.released.push(...ids)),
+    cancel: () => guard(() => undefined),
+    nextLeaseExpiry: () => guard(() => undefined),
+    insertMany: () => guard(() => true),
+  };
+  return { queue, calls };
+}
+
+describe("the worker during a store outage", () => {
+  it("aborts a run whose lease lapsed while the store was down, and logs each loop's failure and recovery once", async () => {
+    const state = { down: false };
+    const { queue } = flakyQueue([run("run_a")], state);
+    const log = new LogCapture("warn");
+    let reason: unknown;
+    let markStarted!: () => void;
+    const started = new Promise<void>((resolve) => (markStarted = resolve));
+    const executor: Executor = {
+      execute: (_run, ctx) =>
+        new Promise((resolve) => {
+          markStarted();
+          ctx.signal.addEventListener("abort", () => {
+            reason = ctx.signal.reason;
+            resolve({ status: "failed", error: "aborted" });
+          });
+        }),
+    };
+    const worker = new Worker({ queue, executor, log: log.logger, concurrency: 2, leaseMs: LEASE_MS, maxAttempts: 3, idlePollMs: 50 });
+    worker.start();
+    await started;
+    state.down = true;
+    await waitFor("the run to be aborted", 10_000, () => (reason !== undefined ? true : undefined));
+    expect((reason as Error).message).toMatch(/lease lapsed/);
+    // Many failed tries by now (claims every ≤ 1 s, heartbeats every lease/3): one line each.
+    await waitFor("a claim to fail", 10_000, () => log.find("run queue claim failed; retrying until it works (logged again when it does)")[0]);
+    state.down = false;
+    await log.next("run queue claim works again");
+    await worker.stop(0);
+    expect(log.find("run queue claim failed; retrying until it works (logged again when it does)")).toHaveLength(1);
+    expect(log.find("lease heartbeat failed; retrying until it works (logged again when it does)")).toHaveLength(1);
+  });
+
+  it("gives back a run whose executor met the unavailable store instead of recording it as failed", async () => {
+    const state = { down: false };
+    const { queue, calls } = flakyQueue([run("run_b")], state);
+    const log = new LogCapture("warn");
+    const executor: Executor = { execute: () => Promise.reject(new StoreUnavailableError("connect ECONNREFUSED")) };
+    const worker = new Worker({ queue, executor, log: log.logger, concurrency: 2, leaseMs: LEASE_MS, maxAttempts: 3, idlePollMs: 50 });
+    worker.start();
+    await waitFor("the run to be released", 10_000, () => (calls.released.includes("run_b") ? true : undefined));
+    await worker.stop(0);
+    expect(calls.finished).toEqual([]);
+  });
+});
