@@ -35,8 +35,9 @@ test("the console logs in to `agentplane dev` through the dev issuer and shows t
     await page.getByText("agentplane console (client ID agentplane-console)").waitFor();
     await screenshot(page, "dev-issuer-sign-in");
     await page.getByRole("button", { name: "Sign in as dev-user" }).click();
-    await page.waitForURL(/\/console\/t\/dev\/events/);
-    await page.getByRole("heading", { level: 1, name: "Events" }).waitFor();
+    // Signed in, the console opens on the tenant's overview.
+    await page.waitForURL(/\/console\/t\/dev\/overview/);
+    await page.getByRole("heading", { level: 1, name: "Overview" }).waitFor();
     await page.getByText("dev-user", { exact: true }).waitFor();
 
     // A source and a test event from the console; the event list shows it.

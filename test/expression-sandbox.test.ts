@@ -78,10 +78,11 @@ describe("expression sandbox", () => {
     async () => {
       // A small heap, and a budget no loaded machine reaches first (the
       // process runs at nice 19): it is the memory limit that stops it.
-      // About 7 MB a string, kept in the result: 32 MB hold a few.
+      // 200 arrays of 100,000 numbers, each well within the size limits
+      // (AGENTPLANE_EXPRESSION_MAX_CHARS, 10^6 items), together far past 32 MB.
       const small = new ExpressionSandbox({ workers: 1, memoryMb: 32 });
       try {
-        const [outcome] = await small.evaluate("t", ["[1..100].$string([1..1000000])"], {}, 300_000, "value");
+        const [outcome] = await small.evaluate("t", ['[1..200].{"a": [1..100000]}'], {}, 300_000, "value");
         expect(outcome).toMatchObject({ ok: false, kind: "memory" });
         expect(await small.evaluate("t", ["2 * 21"], {}, 100, "value")).toEqual([{ ok: true, value: 42 }]);
         // Not bounded: a process evaluates it, the one that replaced the lost one.

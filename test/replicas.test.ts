@@ -24,6 +24,8 @@ describe("three replicas on one PostgreSQL database", () => {
   let customer: CustomerMcp;
   let token: string;
   const secretKey = randomBytes(32).toString("base64");
+  // Ends the senders' loops (the test's end, or afterAll when it failed).
+  let stop = false;
 
   const env = (): Record<string, string> => ({
     AGENTPLANE_DATABASE_URL: database.url,
@@ -47,6 +49,8 @@ describe("three replicas on one PostgreSQL database", () => {
   });
 
   afterAll(async () => {
+    // A failed test's senders must not go on posting to dead replicas.
+    stop = true;
     await CliProcess.killAll();
     await sql?.end();
     await customer?.close();
@@ -81,7 +85,6 @@ describe("three replicas on one PostgreSQL database", () => {
       const victim = replicas[1]!;
       const accepted = new Set<string>();
       const unexpected: string[] = [];
-      let stop = false;
       let seq = 0;
       const sender = async (i: number) => {
         for (let n = i; !stop; n++) {
@@ -108,8 +111,12 @@ describe("three replicas on one PostgreSQL database", () => {
       const pidTag = `-${victim.child.pid}-`;
       const leasedByVictim = async () =>
         (await sql<{ id: string }[]>`select id from runs where status = 'running' and lease_owner like ${"%" + pidTag + "%"}`).map((r) => r.id);
+      // Tool calls are held meanwhile, so a run the victim holds cannot end
+      // between seeing its lease and the kill, however loaded the machine.
+      const release = customer.holdTrack();
       await waitFor("the victim to hold a lease", 10_000, async () => ((await leasedByVictim()).length ? true : undefined), 2);
       await victim.kill();
+      release();
       const leasedAtKill = await leasedByVictim();
       expect(leasedAtKill.length).toBeGreaterThan(0);
 

@@ -118,11 +118,16 @@ describe("an OAuth client secret echoed by the token endpoint", () => {
 });
 
 describe("a static bearer token", () => {
-  it.each([["CR LF", "tok-abcdef\r\nX-Injected: 1"], ["LF", "tok-abcdef\nmore"], ["NUL", "tok-abcdef\u0000"]])("with %s is refused, and not quoted", async (_, token) => {
+  // NUL is refused in every request string before a resource's own rules.
+  it.each([
+    ["CR LF", "tok-abcdef\r\nX-Injected: 1", "must be visible ASCII, spaces and tabs"],
+    ["LF", "tok-abcdef\nmore", "must be visible ASCII, spaces and tabs"],
+    ["NUL", "tok-abcdef\u0000", "must not contain NUL characters or unpaired UTF-16 surrogates"],
+  ])("with %s is refused, and not quoted", async (_, token, reason) => {
     const res = await call("CreateSkill", { skill: { name: `bearer-${++names}`, mcpUrl: "http://127.0.0.1:9/mcp", auth: { staticBearer: { token } } } });
     expect({ status: res.status, body: res.body }).toEqual({
       status: 400,
-      body: { code: "invalid_argument", message: "skill.auth.static_bearer.token: must be visible ASCII, spaces and tabs" },
+      body: { code: "invalid_argument", message: `skill.auth.static_bearer.token: ${reason}` },
     });
   });
 });

@@ -65,6 +65,12 @@ export interface CustomerMcp {
   toolCalls(): { name: string; arguments: unknown }[];
   /** The "track" calls that completed, with when each ran. */
   trackedCalls(): TrackedCall[];
+  /**
+   * Holds every "track" call (started or to come) before it answers, until
+   * the returned function is called: a run stays mid-step for as long as a
+   * test needs, whatever the machine's load.
+   */
+  holdTrack(): () => void;
   /** Authenticated requests answered with the `redirect` option's redirect. */
   redirects(): number;
   /**
@@ -167,6 +173,8 @@ interface ToolState {
   tracked: TrackedCall[];
   /** Pending "slow" timers, cleared on close() so nothing outlives the server. */
   timers: Set<{ timer: NodeJS.Timeout; cancel: () => void }>;
+  /** While set, "track" calls wait for it before answering (holdTrack). */
+  trackGate?: Promise<void>;
 }
 
 function buildMcpServer(state: ToolState): McpServer {
@@ -217,6 +225,7 @@ function buildMcpServer(state: ToolState): McpServer {
     async ({ key, ms }): Promise<CallToolResult> => {
       const start = Date.now();
       await new Promise((resolve) => setTimeout(resolve, ms));
+      await state.trackGate;
       state.tracked.push({ key, start, end: Date.now() });
       return { content: [{ type: "text", text: "tracked" }] };
     },
@@ -421,6 +430,14 @@ async function startHttp(setup: HttpServerSetup): Promise<RunningServer> {
       authorizedRequests: () => authorized,
       toolCalls: () => state.calls.map((c) => ({ ...c })),
       trackedCalls: () => state.tracked.map((c) => ({ ...c })),
+      holdTrack: () => {
+        let release!: () => void;
+        state.trackGate = new Promise<void>((resolve) => (release = resolve));
+        return () => {
+          state.trackGate = undefined;
+          release();
+        };
+      },
       redirects: () => redirects,
       failNext: (n, method) => {
         failing = n;
