@@ -90,12 +90,22 @@ export class SkillClient {
 
   // The idempotency key goes in `_meta`, where MCP puts what is about a
   // request rather than the tool's input: a tool's schema never sees it.
+  // The SDK gets a signal of the call's own: it listens on the signal it is
+  // given and never stops, so the run's signal would keep every finished
+  // call (its request and handlers) alive as long as the run, and on abort
+  // send a cancellation for each of them.
   async callTool(name: string, args: Record<string, unknown>, idempotencyKey: string, signal?: AbortSignal): Promise<CallToolResult> {
+    const call = new AbortController();
+    const forward = () => call.abort(signal?.reason);
+    if (signal?.aborted) forward();
+    else signal?.addEventListener("abort", forward, { once: true });
     try {
       const params = { name, arguments: args, _meta: { [IDEMPOTENCY_KEY_META]: idempotencyKey } };
-      return (await this.client.callTool(params, undefined, { timeout: this.callTimeoutMs, signal })) as CallToolResult;
+      return (await this.client.callTool(params, undefined, { timeout: this.callTimeoutMs, signal: call.signal })) as CallToolResult;
     } catch (err) {
       throw toSkillError(err);
+    } finally {
+      signal?.removeEventListener("abort", forward);
     }
   }
 
