@@ -102,3 +102,16 @@ describe("the skill pool is bounded", () => {
     }
   });
 });
+
+test("the client's own long-lived signal does not collect a listener per request", async () => {
+  const client = await SkillClient.connect({ url: mcp.url, auth: { mode: "none" }, fetch, callTimeoutMs: 10_000, version: "test" });
+  try {
+    // The SDK transport's signal, passed to every request it makes (internal: no public accessor).
+    const transport = (client as unknown as { client: { transport: { _abortController: AbortController } } }).client.transport;
+    const signal = transport._abortController.signal;
+    for (let i = 0; i < 100; i++) await client.callTool("add", { a: i, b: 1 }, `key-${i}`, new AbortController().signal);
+    expect(getEventListeners(signal, "abort").length).toBeLessThanOrEqual(1);
+  } finally {
+    await client.close();
+  }
+});

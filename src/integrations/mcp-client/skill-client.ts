@@ -5,6 +5,7 @@ import { OutboundBlockedError, type FetchLike } from "../outbound/guarded-fetch.
 import { propagatingFetch } from "../outbound/trace-context.js";
 import { clean, jsonReason } from "../outbound/upstream-reason.js";
 import { authenticatedFetch, type SkillAuth } from "./auth-fetch.js";
+import { requestSignals } from "./request-signal.js";
 import { SkillError } from "./errors.js";
 
 export interface SkillClientOptions {
@@ -62,7 +63,7 @@ export class SkillClient {
   static async connect(options: SkillClientOptions): Promise<SkillClient> {
     const client = new Client({ name: "agentplane", version: options.version });
     const transport = new StreamableHTTPClientTransport(new URL(options.url), {
-      fetch: authenticatedFetch(propagatingFetch(options.fetch), options.auth) as never, // the SDK's FetchLike is the web fetch signature
+      fetch: authenticatedFetch(propagatingFetch(requestSignals(options.fetch)), options.auth) as never, // the SDK's FetchLike is the web fetch signature
     });
     try {
       await client.connect(transport, { timeout: options.callTimeoutMs });
