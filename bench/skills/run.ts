@@ -164,6 +164,7 @@ async function main(): Promise<void> {
     // agentplane, exactly as the runtime builds it (loopback allowed for the bench).
     pool = createSkillPool(createOutboundFetch({ allow: ["127.0.0.0/8"], maxResponseBytes: 4 << 20 }), { discoveryTimeoutMs: 10_000, callTimeoutMs: CALL_TIMEOUT_MS });
     const skill: SkillClient = await pool.client({
+      skillId: "bench",
       key: "bench@1",
       url: server.mcpUrl,
       auth: { mode: "oauth", issuer: server.issuer, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, scopes: [SCOPE], audience: "" },

@@ -55,7 +55,7 @@ export async function probeSkill(options: ProbeOptions): Promise<number> {
   }
   const pool = createSkillPool(createOutboundFetch({ ...DEFAULT_OUTBOUND, allow: options.allow }));
   try {
-    const client = await pool.connectOnce({ key: "probe", url: options.url, auth });
+    const client = await pool.connectOnce({ skillId: "probe", key: "probe", url: options.url, auth });
     const tools = await client.listTools();
     await client.close();
     console.log(`connected to ${options.url} (${auth.mode}); ${tools.length} tool(s):`);

@@ -160,21 +160,40 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
     async execute(run, ctx) {
       const agent = await store.agents.get(run.tenantId, run.agentId);
       if (!agent) return { status: "failed", error: `agent "${run.agentId}" no longer exists` };
-      const deadline = AbortSignal.timeout(agent.timeoutMs);
-      const signal = AbortSignal.any([ctx.signal, deadline]);
-      const ends = Date.now() + agent.timeoutMs;
+      // The run's own signal: aborted by its timeout or by ctx.signal. SDKs
+      // attach listeners to it and never detach them, so nothing may keep it
+      // alive once the run is over: its timer is cleared and its link to
+      // ctx.signal removed (AbortSignal.timeout/any would each hold it until
+      // the timeout, with every call of the run).
+      const controller = new AbortController();
+      const cancelled = () => controller.abort(ctx.signal.reason);
+      let timedOutReason: unknown;
+      let timeOut!: (reason: unknown) => void;
       // The timeout ends the run even if a step ignores the abort signal.
-      const timedOut = new Promise<never>((_, reject) => deadline.addEventListener("abort", () => reject(deadline.reason), { once: true }));
+      const timedOut = new Promise<never>((_, reject) => (timeOut = reject));
       timedOut.catch(() => {});
+      const timer = setTimeout(() => {
+        timedOutReason = new DOMException("The operation was aborted due to timeout", "TimeoutError");
+        controller.abort(timedOutReason);
+        timeOut(timedOutReason);
+      }, agent.timeoutMs);
+      timer.unref();
+      if (ctx.signal.aborted) cancelled();
+      else ctx.signal.addEventListener("abort", cancelled, { once: true });
+      const signal = controller.signal;
+      const ends = Date.now() + agent.timeoutMs;
       try {
         return await Promise.race([agent.spec.model ? model(agent, run, ctx, signal) : deterministic(agent, run, ctx, signal, ends), timedOut]);
       } catch (err) {
-        if (deadline.aborted) return { status: "timed_out", error: `agent timeout (${agent.timeoutMs} ms) reached` };
+        if (timedOutReason !== undefined) return { status: "timed_out", error: `agent timeout (${agent.timeoutMs} ms) reached` };
         if (err instanceof StepFailed || err instanceof RecordLimitError) return { status: "failed", error: err.message };
         // The store failed (a database outage), not the run: the worker gives it back.
         if (err instanceof StoreUnavailableError) throw err;
         if (!ctx.signal.aborted) log.error({ err, run: run.id }, "agent execution failed");
         return { status: "failed", error: (err as Error).message };
+      } finally {
+        clearTimeout(timer);
+        ctx.signal.removeEventListener("abort", cancelled);
       }
     },
   };

@@ -9,7 +9,7 @@ export const skillKeyContext = (id: string) => `skill:${id}:key`;
 export function skillConnection(row: SkillRow, secrets: SecretBox): SkillConnection {
   const secret = () => secrets.open(row.authSecret!, skillSecretContext(row.id));
   const auth = row.auth;
-  const base = { key: `${row.id}@${row.updateTime}`, url: row.mcpUrl };
+  const base = { skillId: row.id, key: `${row.id}@${row.updateTime}`, url: row.mcpUrl };
   switch (auth.mode) {
     case "none":
       return { ...base, auth: { mode: "none" } };

@@ -5,6 +5,7 @@ import { OutboundBlockedError, ResponseTooLargeError, type FetchLike } from "../
 import { propagatingFetch } from "../outbound/trace-context.js";
 import { clean, jsonReason } from "../outbound/upstream-reason.js";
 import { authenticatedFetch, type SkillAuth } from "./auth-fetch.js";
+import { requestSignals } from "./request-signal.js";
 import { SkillError } from "./errors.js";
 
 export interface SkillClientOptions {
@@ -105,7 +106,7 @@ export class SkillClient {
     const client = new Client({ name: "agentplane", version: options.version });
     const calls: CallsInFlight = new Map();
     const transport = new StreamableHTTPClientTransport(new URL(options.url), {
-      fetch: abortingTooLarge(authenticatedFetch(propagatingFetch(options.fetch), options.auth), calls) as never, // the SDK's FetchLike is the web fetch signature
+      fetch: abortingTooLarge(authenticatedFetch(propagatingFetch(requestSignals(options.fetch)), options.auth), calls) as never, // the SDK's FetchLike is the web fetch signature
     });
     try {
       await client.connect(transport, { timeout: options.callTimeoutMs });
@@ -133,16 +134,25 @@ export class SkillClient {
 
   // The idempotency key goes in `_meta`, where MCP puts what is about a
   // request rather than the tool's input: a tool's schema never sees it.
+  // The SDK gets a signal of the call's own: it listens on the signal it is
+  // given and never stops, so the run's signal would keep every finished
+  // call (its request and handlers) alive as long as the run, and on abort
+  // send a cancellation for each of them.
   async callTool(name: string, args: Record<string, unknown>, idempotencyKey: string, signal?: AbortSignal): Promise<CallToolResult> {
+    // Its own controller also lets a response past the size limit end this
+    // call at once (abortingTooLarge finds it by the idempotency key).
     const own = new AbortController();
+    const forward = () => own.abort(signal?.reason);
+    if (signal?.aborted) forward();
+    else signal?.addEventListener("abort", forward, { once: true });
     this.calls.set(idempotencyKey, own);
     try {
       const params = { name, arguments: args, _meta: { [IDEMPOTENCY_KEY_META]: idempotencyKey } };
-      const either = signal ? AbortSignal.any([signal, own.signal]) : own.signal;
-      return (await this.client.callTool(params, undefined, { timeout: this.callTimeoutMs, signal: either })) as CallToolResult;
+      return (await this.client.callTool(params, undefined, { timeout: this.callTimeoutMs, signal: own.signal })) as CallToolResult;
     } catch (err) {
-      throw toSkillError(own.signal.aborted ? own.signal.reason : err);
+      throw toSkillError(own.signal.aborted && !signal?.aborted ? own.signal.reason : err);
     } finally {
+      signal?.removeEventListener("abort", forward);
       if (this.calls.get(idempotencyKey) === own) this.calls.delete(idempotencyKey);
     }
   }
