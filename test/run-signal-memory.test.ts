@@ -24,7 +24,8 @@ const skill = { id: "skl_1", tenantId: "ten_1" } as SkillRow;
 const agentOf = (timeoutMs: number) =>
   ({ id: "agt_1", tenantId: "ten_1", timeoutMs, spec: { steps: [{ skillId: "skl_1", tool: "t", arguments: "" }], allowedTools: {} } }) as unknown as AgentRow;
 const run = { id: "run_1", tenantId: "ten_1", agentId: "agt_1", eventId: null, input: null } as unknown as RunRow;
-const step = { end() {}, ...UNRECORDED_TRIES };
+// `end` answers what the run keeps of the result (here all of it).
+const step = { end: (outcome: { result?: unknown }) => outcome.result, ...UNRECORDED_TRIES };
 
 function executor(timeoutMs: number, call: ToolCaller["call"]) {
   const store = { agents: { get: async () => agentOf(timeoutMs) }, skills: { get: async () => skill }, events: { get: async () => undefined } } as unknown as Store;
