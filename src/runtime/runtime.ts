@@ -12,6 +12,7 @@ import { createSkillPool } from "../integrations/skill-pool-factory.js";
 import { NO_OBSERVER, type Observer } from "../lib/observer.js";
 import type { SecretBox } from "../lib/secret-box.js";
 import type { Store } from "../store/store.js";
+import { DEFAULT_STEP_BUDGET_MS } from "../service/limits.js";
 import { TenantSlugs } from "../service/tenant-slugs.js";
 import { createAgentExecutor } from "./agent-executor.js";
 import type { Executor } from "./executor.js";
@@ -20,7 +21,7 @@ import { Scheduler } from "./scheduler.js";
 import { createToolCaller } from "./tool-calls.js";
 import { Worker } from "./worker.js";
 
-export const DEFAULT_STEP_BUDGET_MS = 1000;
+export { DEFAULT_STEP_BUDGET_MS };
 
 export interface RuntimeOptions {
   // Default: the agent runtime (tool calls on skills, model loops).

@@ -1,4 +1,4 @@
-import { errorKindOfMessage } from "./error-kinds.js";
+import { errorKindOfMessage } from "../service/error-kinds.js";
 import { pause, pauseUntil } from "../lib/pause.js";
 import type { Logger } from "pino";
 import type { RunRow, RunStepRecord, StepCallAttempt } from "../store/rows.js";

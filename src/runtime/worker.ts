@@ -6,7 +6,7 @@ import { FailureStreak } from "../lib/failure-streak.js";
 import { pause } from "../lib/pause.js";
 import { StoreRefusedError, StoreUnavailableError } from "../store/errors.js";
 import type { RunOutcome, RunQueue, StoreSignals } from "../store/store.js";
-import { errorKindOf, errorKindOfMessage } from "./error-kinds.js";
+import { errorKindOf, errorKindOfMessage } from "../service/error-kinds.js";
 import type { ExecutionResult, Executor } from "./executor.js";
 import { DEFAULT_RECORD_LIMITS, type RecordLimits } from "./recordable.js";
 import { traceOutcome, traceRun } from "./run-tracing.js";

@@ -76,3 +76,7 @@ export const QUOTA_VARIABLES: Record<keyof Quotas, string> = {
   members: "AGENTPLANE_QUOTA_MEMBERS",
   queuedRuns: "AGENTPLANE_QUOTA_QUEUED_RUNS",
 };
+
+// A plan step's arguments get this long to evaluate unless configured
+// (AGENTPLANE_STEP_EXPRESSION_BUDGET_MS): run time and TestExpression alike.
+export const DEFAULT_STEP_BUDGET_MS = 1000;

@@ -4,7 +4,7 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { OverviewWindow, type RunCountsSchema } from "../../gen/platform/v1/overview_pb.js";
-import { errorKindOfMessage } from "../runtime/error-kinds.js";
+import { errorKindOfMessage } from "./error-kinds.js";
 import type { OverviewCounts } from "../store/overview.js";
 import type { RunStatus } from "../store/types.js";
 import { fromStoreError } from "./errors.js";
@@ -41,7 +41,7 @@ const runCounts = (at: (s: RunStatus) => number): Counts => ({
   timedOut: at("timed_out"),
 });
 
-// Failed runs by kind as runtime/error-kinds.ts names them (the metrics'
+// Failed runs by kind as service/error-kinds.ts names them (the metrics'
 // `error_kind`): the store groups by leading word, unknown words are `other`.
 function failureKinds(words: OverviewCounts["failureWords"]) {
   const kinds = new Map<string, number>();

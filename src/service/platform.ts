@@ -8,7 +8,7 @@ import { PLATFORM_ADMIN_SCOPE, createAccess, type CallerInput, type Surface } fr
 import { notFound } from "./errors.js";
 import { DEFAULT_FILTER_POLICY, EventMatcher, type EventMatcherOptions, type FilterPolicy } from "./event-matching.js";
 import type { ExpressionSandbox } from "../integrations/expressions/sandbox.js";
-import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, DEFAULT_SCHEDULE_MIN_INTERVAL_SECONDS, type Quotas } from "./limits.js";
+import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, DEFAULT_SCHEDULE_MIN_INTERVAL_SECONDS, DEFAULT_STEP_BUDGET_MS, type Quotas } from "./limits.js";
 import { WebhookLookups } from "./lookup-cache.js";
 import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 import { createWebhookIngestion } from "./webhooks.js";
@@ -17,7 +17,6 @@ import { checkStorableRequest } from "./validate.js";
 import { agentHandlers } from "./agents.js";
 import { eventHandlers } from "./events.js";
 import type { Handler, PlatformHandlers, PlatformStreamHandlers, RunsQueued, ServiceDeps } from "./handlers.js";
-import { DEFAULT_STEP_BUDGET_MS } from "../runtime/runtime.js";
 import { expressionTrialHandlers } from "./expression-trial.js";
 import { memberHandlers } from "./members.js";
 import { overviewHandlers } from "./overview.js";

@@ -119,7 +119,7 @@ export interface OverviewStore {
   tenant(tenantId: string, query: OverviewQuery): Promise<OverviewCounts>;
 }
 
-// The leading word of a run's error, as runtime/error-kinds.ts reads it; the
+// The leading word of a run's error, as service/error-kinds.ts reads it; the
 // engines evaluate it in the database (PostgreSQL: the same pattern with
 // `\y` for `\b`; SQLite: this one, as a registered function).
 export const LEADING_WORD = /^(?:steps\[\d+\][^:]*: )?([a-z_]+)\b/;

@@ -11,7 +11,7 @@ import { within } from "./deadline.js";
 import { pg } from "./errors.js";
 import type { Sql } from "./open.js";
 
-// runtime/error-kinds.ts's LEADING_KIND, in PostgreSQL's regex dialect.
+// service/error-kinds.ts's LEADING_KIND, in PostgreSQL's regex dialect.
 const LEADING_WORD = String.raw`^(?:steps\[\d+\][^:]*: )?([a-z_]+)\y`;
 const FAILED = `status in ('failed', 'timed_out')`;
 const ENDED = `status in ('succeeded', 'failed', 'timed_out') and start_time is not null and end_time is not null`;

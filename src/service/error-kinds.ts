@@ -1,10 +1,11 @@
 import { SKILL_ERROR_KINDS } from "../integrations/mcp-client/errors.js";
 import { MODEL_ERROR_KINDS } from "../integrations/model/chat-model.js";
-import type { ExecutionResult } from "./executor.js";
 
+// What kind of failure a run's error names: read by the runtime (metrics,
+// logs) and by the tenant overview, so it lives with the service.
 // The stable kinds a failed run's error can start with: those of skill and
-// model calls, of step arguments (agent-executor.ts), the step limit, and
-// the run's record.
+// model calls, of step arguments (runtime/agent-executor.ts), the step
+// limit, and the run's record.
 const KINDS: ReadonlySet<string> = new Set<string>([
   ...SKILL_ERROR_KINDS,
   ...MODEL_ERROR_KINDS,
@@ -12,7 +13,7 @@ const KINDS: ReadonlySet<string> = new Set<string>([
   "expression_limit",
   "expression_error",
   "max_steps",
-  // What a run records (recordable.ts, worker.ts): its record is full, or
+  // What a run records (runtime/recordable.ts, runtime/worker.ts): its record is full, or
   // the store refused its outcome for good.
   "record_limit",
   "record_rejected",
@@ -32,8 +33,8 @@ export function errorKindOfMessage(message: string): string {
 }
 
 // Why a run attempt failed: a known kind, `agent_timeout`, or `other`.
-export function errorKindOf(result: ExecutionResult): string {
+export function errorKindOf(result: { status: string; error?: string }): string {
   if (result.status === "succeeded") return "";
   if (result.status === "timed_out") return "agent_timeout";
-  return errorKindOfMessage(result.error);
+  return errorKindOfMessage(result.error ?? "");
 }
