@@ -11,8 +11,8 @@ import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import postgres from "postgres";
 
 export const CLI = fileURLToPath(new URL("../../src/cli/main.js", import.meta.url));
-const ISSUER = "https://idp.bench.test";
-const AUDIENCE = "https://agentplane.bench.test";
+export const ISSUER = "https://idp.bench.test";
+export const AUDIENCE = "https://agentplane.bench.test";
 // The admin of tenant `bench` (`agentplane tenant create bench --admin SUBJECT`).
 export const SUBJECT = "bench";
 

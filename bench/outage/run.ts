@@ -12,25 +12,18 @@
 // run that never finishes; the timings are reported, not enforced.
 import { spawn, execFile, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import postgres from "postgres";
 import { positiveInt } from "../lib/env.js";
 import { startPrivatePostgres, type PrivatePostgres } from "../lib/private-postgres.js";
 import { describeHost, runBench } from "../lib/run.js";
 import { printTable } from "../lib/table.js";
+import { AUDIENCE, CLI, freePort, ISSUER, sleep, startJwks, SUBJECT } from "../lib/serve.js";
 import { startTrivialMcp } from "../lib/trivial-mcp.js";
 
 const exec = promisify(execFile);
-const CLI = fileURLToPath(new URL("../../src/cli/main.js", import.meta.url));
-const ISSUER = "https://idp.bench.test";
-const AUDIENCE = "https://agentplane.bench.test";
-const SUBJECT = "bench";
 
 const ROUNDS = positiveInt("BENCH_ROUNDS", 4);
 const RATE = positiveInt("BENCH_RATE", 100);
@@ -40,32 +33,6 @@ const AFTER_MS = positiveInt("BENCH_AFTER_SECONDS", 8) * 1000;
 const REQUEST_TIMEOUT_MS = positiveInt("BENCH_REQUEST_TIMEOUT_MS", 10_000);
 const LEASE_SECONDS = positiveInt("BENCH_LEASE_SECONDS", 5);
 const DRAIN_MS = positiveInt("BENCH_DRAIN_SECONDS", 60) * 1000;
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-async function startJwks() {
-  const { privateKey, publicKey } = await generateKeyPair("RS256");
-  const jwk = { ...(await exportJWK(publicKey)), kid: "bench", alg: "RS256", use: "sig" };
-  const server = createServer((_req, res) => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ keys: [jwk] })));
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const token = await new SignJWT({ scope: "platform:read platform:write" })
-    .setProtectedHeader({ alg: "RS256", kid: "bench", typ: "at+jwt" })
-    .setIssuer(ISSUER)
-    .setAudience(AUDIENCE)
-    .setSubject(SUBJECT)
-    .setIssuedAt()
-    .setExpirationTime("2h")
-    .sign(privateKey);
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`, token, close: () => server.close() };
-}
-
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}
 
 class Replica {
   readonly child: ChildProcess;
