@@ -75,6 +75,8 @@ export interface AppOptions {
   expressions?: ExpressionOptions;
   // Days and batch size of retention (runtime/retention.ts).
   retention?: { days: number; batch: number };
+  // The service's clock (rate limits, idempotency windows); tests inject one.
+  now?: () => number;
   // The browser console's login settings (GET /console/config.json); unset,
   // the console says how to configure them.
   console?: ConsoleSettings;

@@ -52,38 +52,37 @@ async function postgresEngine(): Promise<Engine> {
   };
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-// Lets socket replies and timers in between takes that answer locally.
-const yieldLoop = () => new Promise((resolve) => setImmediate(resolve));
+// A clock the test moves: every take of a step sees the same instant, so
+// how many tokens the bucket grants depends on the rate alone, not on how
+// fast a loaded machine gets the takes to the store.
+class SteppedClock {
+  constructor(public ms = 1_700_000_000_000) {}
+  readonly now = () => this.ms;
+}
 
-// Callers taking as fast as they can from one key until `ms` have passed;
-// returns the tokens they got and the seconds from the first take to the last.
-async function hammer(takers: (() => Promise<number>)[], ms: number, callersEach = 4): Promise<{ accepted: number; seconds: number }> {
-  const start = Date.now();
-  const end = start + ms;
+// Callers taking concurrently from one key at each `stepMs` of `ms` stepped
+// time (all of a step's takes in flight at once, over every connection),
+// more than the rate grants per step; returns the tokens they got. Which
+// taker asks first turns with each step, as arrival order varies in time.
+async function hammer(clock: SteppedClock, takers: (() => Promise<number>)[], ms: number, stepMs: number, callersEach = 4): Promise<{ accepted: number; seconds: number }> {
   let accepted = 0;
-  await Promise.all(
-    takers.flatMap((take) =>
-      Array.from({ length: callersEach }, async () => {
-        while (Date.now() < end) {
-          // Not `accepted += await take()`: that reads `accepted` before
-          // the await and loses the other callers' counts.
-          const got = await take();
-          accepted += got;
-          await yieldLoop();
-        }
-      }),
-    ),
-  );
-  return { accepted, seconds: (Date.now() - start) / 1000 };
+  const start = clock.ms;
+  for (; clock.ms - start < ms; clock.ms += stepMs) {
+    const first = ((clock.ms - start) / stepMs) % takers.length;
+    const turn = [...takers.slice(first), ...takers.slice(0, first)];
+    const got = await Promise.all(turn.flatMap((take) => Array.from({ length: callersEach }, take)));
+    accepted += got.reduce((a, b) => a + b, 0);
+  }
+  return { accepted, seconds: (clock.ms - start) / 1000 };
 }
 
 const RATE = 400;
 const BURST = 100;
-const expectWithin10Percent = (accepted: number, seconds: number, rate = RATE, burst = BURST) => {
-  const allowed = rate * seconds + burst;
-  expect(accepted).toBeLessThanOrEqual(allowed * 1.1);
-  expect(accepted).toBeGreaterThanOrEqual(allowed * 0.9);
+// The bucket refills for the last step's time too, but nobody takes it.
+const expectTheRate = (accepted: number, seconds: number, stepMs: number, rate = RATE, burst = BURST) => {
+  const allowed = Math.floor(rate * (seconds - stepMs / 1000) + burst);
+  expect(accepted).toBeLessThanOrEqual(allowed);
+  expect(accepted).toBeGreaterThanOrEqual(allowed * 0.95);
 };
 
 describe.each([
@@ -132,29 +131,35 @@ describe.each([
   });
 
   it("holds the rate across three connections taking one token at a time", async () => {
+    const clock = new SteppedClock();
     const stores = [connect(), connect(), connect()].map((c) => c.rateLimits);
     const { accepted, seconds } = await hammer(
+      clock,
       stores.map((s) => async () => {
-        const r = await s.take("shared-store", RATE, BURST, Date.now());
+        const r = await s.take("shared-store", RATE, BURST, clock.now());
         return r.ok ? r.granted : 0;
       }),
       2000,
+      10,
     );
-    expectWithin10Percent(accepted, seconds);
+    expectTheRate(accepted, seconds, 10);
   });
 
   it("holds the rate across three limiters leasing tokens in batches", async () => {
-    const limiters = [connect(), connect(), connect()].map((c) => new RateLimiter({ store: c.rateLimits, ratePerSecond: RATE, burst: BURST }));
+    const clock = new SteppedClock();
+    const limiters = [connect(), connect(), connect()].map((c) => new RateLimiter({ store: c.rateLimits, ratePerSecond: RATE, burst: BURST, now: clock.now }));
     const shares = [0, 0, 0];
     const { accepted, seconds } = await hammer(
+      clock,
       limiters.map((l, i) => async () => {
         const ok = (await l.take("shared-limiter")).ok ? 1 : 0;
         shares[i]! += ok;
         return ok;
       }),
       2000,
+      10,
     );
-    expectWithin10Percent(accepted, seconds);
+    expectTheRate(accepted, seconds, 10);
     // Every replica gets a share, not only the fastest.
     for (const share of shares) expect(share).toBeGreaterThan(accepted / 10);
   });
@@ -162,26 +167,34 @@ describe.each([
   // Leases of up to 40 tokens: sized by what each replica was asked for
   // lately, not by how many callers happen to wait for the store.
   it("holds a high rate across three limiters", async () => {
-    const limiters = [connect(), connect(), connect()].map((c) => new RateLimiter({ store: c.rateLimits, ratePerSecond: 2000, burst: 200 }));
+    const clock = new SteppedClock();
+    const limiters = [connect(), connect(), connect()].map((c) => new RateLimiter({ store: c.rateLimits, ratePerSecond: 2000, burst: 200, now: clock.now }));
     const { accepted, seconds } = await hammer(
+      clock,
       limiters.map((l) => async () => ((await l.take("shared-high")).ok ? 1 : 0)),
       2000,
+      2,
+      8,
     );
-    expectWithin10Percent(accepted, seconds, 2000, 200);
+    expectTheRate(accepted, seconds, 2, 2000, 200);
   });
 
   it("lets one limiter alone use the whole rate", async () => {
-    const limiter = new RateLimiter({ store: connect().rateLimits, ratePerSecond: RATE, burst: BURST });
-    const { accepted, seconds } = await hammer([async () => ((await limiter.take("alone")).ok ? 1 : 0)], 2000);
-    expectWithin10Percent(accepted, seconds);
+    const clock = new SteppedClock();
+    const limiter = new RateLimiter({ store: connect().rateLimits, ratePerSecond: RATE, burst: BURST, now: clock.now });
+    const { accepted, seconds } = await hammer(clock, [async () => ((await limiter.take("alone")).ok ? 1 : 0)], 2000, 10, 8);
+    expectTheRate(accepted, seconds, 10);
   });
 
   it("answers a whole second at least in Retry-After, and the next token after it", async () => {
-    const limiter = new RateLimiter({ store: connect().rateLimits, ratePerSecond: 2, burst: 1 });
+    const clock = new SteppedClock();
+    const limiter = new RateLimiter({ store: connect().rateLimits, ratePerSecond: 2, burst: 1, now: clock.now });
     expect(await limiter.take("slow")).toEqual({ ok: true });
     const refused = await limiter.take("slow");
     expect(refused).toEqual({ ok: false, retryAfterSeconds: 1 });
-    await sleep(550);
+    clock.ms += 499;
+    expect(await limiter.take("slow")).toEqual({ ok: false, retryAfterSeconds: 1 });
+    clock.ms += 1;
     expect(await limiter.take("slow")).toEqual({ ok: true });
   });
 
@@ -198,34 +211,33 @@ describe("webhooks over the shared bucket", () => {
   it("accept the configured rate and answer 429 with Retry-After past it", async () => {
     const issuer = await devIssuer();
     const admin = await devToken(issuer);
-    const server = await startServer({ authenticator: issuer.authenticator(60), webhook: { maxBytes: 4096, ratePerSecond: 20, burst: 10 } });
+    const clock = new SteppedClock();
+    const server = await startServer({ authenticator: issuer.authenticator(60), webhook: { maxBytes: 4096, ratePerSecond: 20, burst: 10 }, now: clock.now });
     try {
       await server.seedTenant("acme", [{ subject: issuer.clientId, role: "admin" }]);
       const created = await connectCall(server, "CreateWebhookSource", { webhookSource: { name: "s" } }, bearer(admin, "acme"));
       const token = created.body.token as string;
-      const post = () =>
-        fetch(`${server.url}/webhooks/events`, {
+      const post = async () => {
+        const res = await fetch(`${server.url}/webhooks/events`, {
           method: "POST",
           headers: { "content-type": "application/json", "x-webhook-token": token },
           body: JSON.stringify({ event_type: "order.created", payload: {} }),
         });
-      const start = Date.now();
-      let accepted = 0;
+        return { status: res.status, retryAfter: res.headers.get("retry-after"), body: JSON.parse(await res.text()) as unknown };
+      };
+      // Five times the rate offered: 10 posts every 100 ms for 2 s.
+      const statuses: number[] = [];
       let limited: { retryAfter: string | null; body: unknown } | undefined;
-      // About 100 posts a second offered, five times the rate.
-      while (Date.now() - start < 2000) {
-        const res = await post();
-        const text = await res.text();
-        if (res.status === 202) accepted++;
-        else if (res.status === 429) limited ??= { retryAfter: res.headers.get("retry-after"), body: JSON.parse(text) };
-        else throw new Error(`unexpected ${res.status}: ${text}`);
-        await sleep(10);
+      for (let step = 0; step < 20; step++, clock.ms += 100) {
+        for (let i = 0; i < 10; i++) {
+          const res = await post();
+          statuses.push(res.status);
+          if (res.status === 429) limited ??= { retryAfter: res.retryAfter, body: res.body };
+          else expect(res.status).toBe(202);
+        }
       }
-      const seconds = (Date.now() - start) / 1000;
-      const allowed = 20 * seconds + 10;
-      expect(accepted).toBeLessThanOrEqual(allowed * 1.1);
-      expect(accepted).toBeGreaterThanOrEqual(allowed * 0.9);
-      expect(limited).toBeDefined();
+      // The burst, then 20 a second for the 1.9 s after the first step.
+      expect(statuses.filter((s) => s === 202)).toHaveLength(10 + 38);
       expect(limited).toEqual({ retryAfter: "1", body: expect.objectContaining({ error: "resource_exhausted" }) });
     } finally {
       await server.close();

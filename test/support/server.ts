@@ -58,6 +58,8 @@ export interface TestServerOptions {
   expressions?: AppOptions["expressions"];
   quotas?: AppOptions["quotas"];
   jsonMaxDepth?: number;
+  // The service's clock, for rate limits and windows a test steps through.
+  now?: () => number;
   scheduleMinIntervalSeconds?: number;
   // Small limits make the HTTP limit tests fast; unset ones keep the defaults.
   http?: Partial<HttpLimits>;
@@ -112,6 +114,7 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     expressions: options.expressions,
     quotas: options.quotas,
     jsonMaxDepth: options.jsonMaxDepth,
+    now: options.now,
     scheduleMinIntervalSeconds: options.scheduleMinIntervalSeconds,
     http: { ...DEFAULT_HTTP_LIMITS, ...options.http },
     console: options.console,
