@@ -21,7 +21,7 @@ const ISSUER = "https://idp.outage.test";
 const AUDIENCE = "agentplane-outage";
 const LEASE_SECONDS = 2;
 // Each run's tool call takes this long, so that the crash finds runs in flight.
-const TOOL_MS = 200;
+const TOOL_MS = 100;
 // Recovery must come by itself; this bound only has to hold on a 2-core
 // machine at load average 15 (the bench measures the real figure).
 const RECOVERY_MS = 30_000;
@@ -31,8 +31,10 @@ interface Sent {
   eventId?: string;
 }
 
-// Posts events to `url` from `senders` loops until stopped; every answer is kept.
-function webhookLoad(url: string, token: string, senders = 3) {
+// Posts events to `url` from `senders` loops until stopped; every answer is
+// kept. Paced: every event is a run to drain at the end, and a few hundred
+// prove as much as a few thousand.
+function webhookLoad(url: string, token: string, senders = 2) {
   const answers: Sent[] = [];
   let stop = false;
   let seq = 0;
@@ -50,7 +52,7 @@ function webhookLoad(url: string, token: string, senders = 3) {
       } catch {
         answers.push({ status: 0 });
       }
-      await sleep(20);
+      await sleep(50);
     }
   });
   return {
