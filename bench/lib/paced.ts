@@ -10,8 +10,9 @@ import { percentile } from "./stats.js";
 export interface PacedOptions {
   url: string;
   headers: Record<string, string>;
-  // The body of the n-th request.
+  // The body of the n-th request, and headers of its own (an idempotency key).
   body: (n: number) => string;
+  headersOf?: (n: number) => Record<string, string>;
   rate: number;
   seconds: number;
   // Sockets at most (requests past them wait in the generator, still timed
@@ -57,7 +58,7 @@ export function pacedLoad(options: PacedOptions): PacedLoad {
   const send = (n: number) => {
     const scheduled = started + (n * 1000) / options.rate;
     const body = options.body(n);
-    const req = request(options.url, { method: "POST", agent, headers: { ...options.headers, "content-length": Buffer.byteLength(body) } }, (res) => {
+    const req = request(options.url, { method: "POST", agent, headers: { ...options.headers, ...options.headersOf?.(n), "content-length": Buffer.byteLength(body) } }, (res) => {
       res.resume();
       res.on("end", () => {
         current.answered++;
