@@ -158,4 +158,32 @@ describe("MCP sign-in and step-up on `agentplane dev`", () => {
     expect((await mcp.listTools()).tools.map((t) => t.name)).toContain("create_agent");
     await mcp.close();
   });
+
+  it("leaves a read-only SDK 1.x client holding a refresh token one way to write: forget its tokens and sign in again (as the guide says)", async () => {
+    const app = new SignedInApp(server, ["authorization_code", "refresh_token"]);
+    await auth(app, { serverUrl: endpoint, scope: READ });
+    await auth(app, { serverUrl: endpoint, authorizationCode: app.codes[0]! });
+    expect(app.saved!.refresh_token).toBeDefined();
+    const write = { agent: { name: "after-sign-out", model: PLACEHOLDER_MODEL } };
+
+    // The SDK answers the 403 with a refresh, which keeps the read scope
+    // (RFC 6749 §6), and gives up (upstream typescript-sdk issue 2255). When
+    // this starts passing, the SDK steps up: update the guide.
+    const stuck = new Client({ name: "t", version: "1" });
+    await stuck.connect(new StreamableHTTPClientTransport(endpoint, { authProvider: app }));
+    await expect(call(stuck, "create_agent", write)).rejects.toThrow("Server returned 403 after trying upscoping");
+    expect(app.codes).toHaveLength(1);
+    expect(app.scopes()).toEqual([READ]);
+    await stuck.close();
+
+    app.invalidateCredentials("tokens");
+    const transport = new StreamableHTTPClientTransport(endpoint, { authProvider: app });
+    await expect(new Client({ name: "t", version: "1" }).connect(transport)).rejects.toThrow(UnauthorizedError);
+    await transport.finishAuth(app.codes[1]!);
+    expect(app.scopes()).toEqual([READ, WRITE]);
+    const mcp = new Client({ name: "t", version: "1" });
+    await mcp.connect(new StreamableHTTPClientTransport(endpoint, { authProvider: app }));
+    expect((await call(mcp, "create_agent", write)).isError).toBeFalsy();
+    await mcp.close();
+  });
 });
