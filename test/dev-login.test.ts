@@ -1,7 +1,6 @@
 // Interactive login to `agentplane dev`: authorization code + PKCE through
 // the dev issuer (oidc-provider behind the sign-in page), by plain HTTP as a
 // browser would, and by a stock MCP SDK client following /mcp's challenge.
-import { createHash, randomBytes } from "node:crypto";
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -11,55 +10,8 @@ import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } fr
 import { decodeJwt } from "jose";
 import { ensureDevTenant } from "../src/cli/dev-tenant.js";
 import { CONSOLE_CLIENT_ID, CONSOLE_SCOPES, DEV_USER, REGISTRATION_LIMITS } from "../src/integrations/identity/dev-login.js";
+import { Browser, location, pkce, signIn } from "./support/dev-sign-in.js";
 import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
-
-// A browser's share of the flow: cookies (any path) and manual redirects.
-class Browser {
-  private cookies = new Map<string, string>();
-  async fetch(url: string, init: RequestInit = {}): Promise<Response> {
-    const cookie = [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
-    const res = await fetch(url, { ...init, redirect: "manual", headers: { ...(init.headers as Record<string, string>), ...(cookie && { cookie }) } });
-    for (const line of res.headers.getSetCookie()) {
-      const [pair] = line.split(";");
-      const at = pair!.indexOf("=");
-      const name = pair!.slice(0, at);
-      const value = pair!.slice(at + 1);
-      if (value && !/expires=Thu, 01 Jan 1970/i.test(line)) this.cookies.set(name, value);
-      else this.cookies.delete(name);
-    }
-    return res;
-  }
-}
-
-const location = (res: Response, base: string) => new URL(res.headers.get("location")!, base).href;
-
-const pkce = () => {
-  const verifier = randomBytes(32).toString("base64url");
-  return { verifier, challenge: createHash("sha256").update(verifier).digest("base64url") };
-};
-
-interface Consent {
-  page: string;
-  pageHeaders: Headers;
-  // The final redirect to the client, with `code` and `state`.
-  callback: URL;
-}
-
-// authorize → sign-in page → the button → back to the client's redirect URI.
-async function signIn(server: TestServer, authorizeUrl: string, browser = new Browser()): Promise<Consent> {
-  const start = await browser.fetch(authorizeUrl);
-  expect(start.status).toBe(303);
-  const interaction = location(start, server.url);
-  expect(interaction).toMatch(new RegExp(`^${server.url}/oauth/interaction/`));
-  const pageRes = await browser.fetch(interaction);
-  expect(pageRes.status).toBe(200);
-  const page = await pageRes.text();
-  const approved = await browser.fetch(interaction, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "" });
-  expect(approved.status).toBe(303);
-  const resumed = await browser.fetch(location(approved, server.url));
-  expect(resumed.status).toBe(303);
-  return { page, pageHeaders: pageRes.headers, callback: new URL(location(resumed, server.url)) };
-}
 
 async function register(server: TestServer, metadata: Record<string, unknown>): Promise<Response> {
   return fetch(`${server.url}/oauth/register`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(metadata) });

@@ -127,17 +127,17 @@ describe("challenges and JSON-RPC error shapes", () => {
   });
   const prm = () => `${server.url}/.well-known/oauth-protected-resource/mcp`;
 
-  it("a request without a token gets a challenge without error= (RFC 6750 §3.1), with the read scope", async () => {
+  it("a request without a token gets a challenge without error= (RFC 6750 §3.1), with the read and write scopes", async () => {
     const res = await post(server, JSON.stringify(INIT));
     expect(res.status).toBe(401);
-    expect(res.headers.get("www-authenticate")).toBe(`Bearer resource_metadata="${prm()}", scope="mcp:platform.read"`);
+    expect(res.headers.get("www-authenticate")).toBe(`Bearer resource_metadata="${prm()}", scope="mcp:platform.read mcp:platform.write"`);
     expect(res.json).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32000 } });
   });
 
   it("a bad token gets error=\"invalid_token\"", async () => {
     const res = await post(server, JSON.stringify(INIT), bearer("not-a-token"));
     expect(res.status).toBe(401);
-    expect(res.headers.get("www-authenticate")).toBe(`Bearer resource_metadata="${prm()}", error="invalid_token", scope="mcp:platform.read"`);
+    expect(res.headers.get("www-authenticate")).toBe(`Bearer resource_metadata="${prm()}", error="invalid_token", scope="mcp:platform.read mcp:platform.write"`);
   });
 
   it("the metadata names the resource without a query, for every tenant", async () => {

@@ -113,9 +113,9 @@ describe("authentication and tenant selection", () => {
   it("challenges a request without a token, pointing at the protected resource metadata", async () => {
     const res = await raw(INIT, {});
     expect(res.status).toBe(401);
-    // No credentials: no error code (RFC 6750 §3.1), the scope to ask for.
+    // No credentials: no error code (RFC 6750 §3.1), the scopes to ask for.
     expect(res.headers.get("www-authenticate")).toBe(
-      `Bearer resource_metadata="${server.url}/.well-known/oauth-protected-resource/mcp", scope="mcp:platform.read"`,
+      `Bearer resource_metadata="${server.url}/.well-known/oauth-protected-resource/mcp", scope="mcp:platform.read mcp:platform.write"`,
     );
     expect((await raw(INIT, bearer("not-a-token"))).status).toBe(401);
   });
@@ -267,13 +267,13 @@ describe("tools per scope and role", () => {
     await client.close();
   });
 
-  it("answers a write with only the read scope with 403 insufficient_scope naming the scope", async () => {
+  it("answers a write with only the read scope with 403 insufficient_scope naming the scope, and the one to keep", async () => {
     const res = await raw(
       { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "create_agent", arguments: { agent: { name: "x" } } } },
       bearer(token.adminRead!),
     );
     expect(res.status).toBe(403);
-    expect(res.headers.get("www-authenticate")).toContain('error="insufficient_scope", scope="mcp:platform.write"');
+    expect(res.headers.get("www-authenticate")).toContain('error="insufficient_scope", scope="mcp:platform.read mcp:platform.write"');
     expect(res.body).toMatchObject({ id: 7, error: { message: expect.stringContaining("mcp:platform.write") } });
   });
 

@@ -49,7 +49,12 @@ export async function mcpSurface(app: FastifyInstance, options: McpSurfaceOption
     resource_name: "agentplane platform",
   };
   const publicHost = new URL(publicUrl).host;
-  const readScope = requiredScopes("mcp", { write: false, access: Access.UNSPECIFIED })[0];
+  // What the first challenge asks a client to sign in with: read and write.
+  // The role in the tenant decides what the person may do (a viewer lists no
+  // write tool and is refused writes); asking for read only would leave every
+  // interactive client (the README promises them writes) to step up at its
+  // first write, which MCP SDK clients holding a refresh token cannot do.
+  const signInScopes = [false, true].map((write) => requiredScopes("mcp", { write, access: Access.UNSPECIFIED })[0]!).join(" ");
   jsonRpcBodies(app);
 
   // RFC 9728 path-inserted form, and the form the specification names;
@@ -74,10 +79,10 @@ export async function mcpSurface(app: FastifyInstance, options: McpSurfaceOption
       const ce = err instanceof ConnectError ? err : new ConnectError("internal error", Code.Internal);
       if (ce.code === Code.Unauthenticated) {
         // No credentials: the challenge carries no error code (RFC 6750
-        // §3.1), only where to learn how to get a token and which scope
-        // lets a client in at all.
+        // §3.1), only where to learn how to get a token and the scopes to
+        // ask for.
         const error = input.token ? ', error="invalid_token"' : "";
-        reply.header("www-authenticate", `Bearer resource_metadata="${resourceMetadataUrl}"${error}, scope="${readScope}"`);
+        reply.header("www-authenticate", `Bearer resource_metadata="${resourceMetadataUrl}"${error}, scope="${signInScopes}"`);
       }
       if (ce.code === Code.Internal) app.log.error({ err }, "MCP request failed");
       const code = ce.code === Code.Unauthenticated ? JSON_RPC.unauthorized : JSON_RPC.invalidRequest;
@@ -98,7 +103,10 @@ export async function mcpSurface(app: FastifyInstance, options: McpSurfaceOption
         return jsonRpcError(reply, 400, `invalid_argument: X-Platform-Tenant: ${tool.name} needs a tenant (?tenant=<slug>)`, JSON_RPC.invalidRequest, m.id ?? null);
       if (!scopeAllows(call.principal, "mcp", ruleOf(tool.method))) {
         const scopes = requiredScopes("mcp", ruleOf(tool.method));
-        reply.header("www-authenticate", `Bearer error="insufficient_scope", scope="${scopes[0]}", resource_metadata="${resourceMetadataUrl}"`);
+        reply.header(
+          "www-authenticate",
+          `Bearer error="insufficient_scope", scope="${stepUpScopes(call.principal.scopes, scopes[0]!)}", resource_metadata="${resourceMetadataUrl}"`,
+        );
         return jsonRpcError(reply, 403, `insufficient_scope: ${tool.name} needs ${scopes.join(" or ")}`, JSON_RPC.unauthorized, m.id ?? null);
       }
     }
@@ -142,4 +150,12 @@ export async function mcpSurface(app: FastifyInstance, options: McpSurfaceOption
     await server.connect(transport);
     await transport.handleRequest(req.raw, reply.raw, req.body);
   });
+}
+
+// The scope a step-up asks for (MCP 2025-11-25, scope challenge handling):
+// the one the call needs, after the MCP scopes the token already has, since
+// clients ask for exactly the challenge's scopes and would otherwise trade
+// read for write.
+function stepUpScopes(held: ReadonlySet<string>, needed: string): string {
+  return [...new Set([...MCP_SCOPES.filter((s) => held.has(s)), needed])].join(" ");
 }

@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import type { JWK } from "jose";
 import Provider, { errors, type Client, type KoaContext } from "oidc-provider";
-import { createDevAdapter } from "./dev-adapter.js";
+import { createDevAdapter, type Adapter } from "./dev-adapter.js";
 import { API_SCOPES, CONSOLE_CLIENT_ID, CONSOLE_SCOPES, DEV_USER, MCP_SCOPES, REGISTRATION_LIMITS } from "./dev-login.js";
 
 // The interactive half of the dev issuer: oidc-provider (a certified OpenID
@@ -31,14 +31,15 @@ export function createDevProvider(options: DevProviderOptions): Provider {
     [audience, [...API_SCOPES, ...MCP_SCOPES]],
     [mcpResource, MCP_SCOPES],
   ]);
+  const stored = createDevAdapter({
+    clientsFile: join(options.dataDir, "dev-clients.json"),
+    maxClients: REGISTRATION_LIMITS.clients,
+    full: () =>
+      new errors.InvalidClientMetadata(`the dev issuer holds ${REGISTRATION_LIMITS.clients} clients, each signed in; sign out of one or restart with a new data dir`),
+    maxEntries: 20_000,
+  });
   const provider = new Provider(options.issuer, {
-    adapter: createDevAdapter({
-      clientsFile: join(options.dataDir, "dev-clients.json"),
-      maxClients: REGISTRATION_LIMITS.clients,
-      full: () =>
-        new errors.InvalidClientMetadata(`the dev issuer holds ${REGISTRATION_LIMITS.clients} clients, each signed in; sign out of one or restart with a new data dir`),
-      maxEntries: 20_000,
-    }),
+    adapter: (model: string) => (model === "Client" ? unboundScope(stored(model)) : stored(model)),
     jwks: { keys: [options.signingJwk] },
     cookies: { keys: options.cookieKeys, long: { sameSite: "lax" }, short: { sameSite: "lax" } },
     findAccount: async (_ctx: unknown, sub: string) =>
@@ -118,4 +119,22 @@ export function createDevProvider(options: DevProviderOptions): Provider {
   provider.app.silent = true;
   provider.on("server_error", (_ctx, err) => options.onServerError(err));
   return provider;
+}
+
+// A registered client may ask for any scope the person may grant, not only
+// the `scope` it registered with: an MCP client registers with the scopes of
+// the challenge it met first and asks for more when a 403 challenges it to
+// step up (MCP 2025-11-25, scope challenge handling), with the same client.
+// What is granted stays bounded by the provider's scopes, by what the
+// sign-in page grants (never platform:admin) and, at the call, by the role.
+function unboundScope(clients: Adapter): Adapter {
+  return {
+    ...clients,
+    async find(id) {
+      const found = await clients.find(id);
+      if (!found) return undefined;
+      const { scope: _registered, ...client } = found;
+      return client;
+    },
+  };
 }
