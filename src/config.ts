@@ -57,6 +57,7 @@ export interface Config extends StoreConfig {
   quotas: Quotas;
   workerConcurrency: number;
   runLeaseMs: number;
+  workerIdlePollMs: number;
   runMaxAttempts: number;
   // Caps on what a run records (runtime/recordable.ts).
   recordLimits: RecordLimits;
@@ -411,6 +412,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     quotas: parseQuotas(env, problems),
     workerConcurrency: positiveInt(env, "AGENTPLANE_WORKER_CONCURRENCY", 8, problems),
     runLeaseMs: int(env, "AGENTPLANE_RUN_LEASE_SECONDS", 30, problems) * 1000,
+    workerIdlePollMs: positiveInt(env, "AGENTPLANE_WORKER_IDLE_POLL_SECONDS", 5, problems) * 1000,
     runMaxAttempts: positiveInt(env, "AGENTPLANE_RUN_MAX_ATTEMPTS", 3, problems),
     recordLimits: {
       stepArgumentsBytes: positiveInt(env, "AGENTPLANE_RUN_STEP_ARGUMENTS_MAX_BYTES", DEFAULT_RECORD_LIMITS.stepArgumentsBytes, problems),

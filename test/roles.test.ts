@@ -101,8 +101,16 @@ describe("agentplane serve --role", () => {
   it("all executes runs in worker threads, and a cancel through the API aborts a run executing in one at once", async () => {
     const dir = await dataDir();
     // One run at a time per thread, two threads: the cancelled run's thread
-    // must take the next run right away, not after the lease heartbeat (10 s).
-    const serve = new Serve(dir, await freeLoopbackPort(), [], { AGENTPLANE_WORKER_THREADS: "2", AGENTPLANE_WORKER_CONCURRENCY: "1" });
+    // must take the next run right away, not at its next lease heartbeat or
+    // idle poll. Both are put past this test's timeout (a heartbeat every
+    // 200 s, a poll every 600 s), so the next run succeeding at all shows it,
+    // whatever the machine's load.
+    const serve = new Serve(dir, await freeLoopbackPort(), [], {
+      AGENTPLANE_WORKER_THREADS: "2",
+      AGENTPLANE_WORKER_CONCURRENCY: "1",
+      AGENTPLANE_RUN_LEASE_SECONDS: "600",
+      AGENTPLANE_WORKER_IDLE_POLL_SECONDS: "600",
+    });
     await serve.ready("agentplane serve to be ready", 15_000);
     expect(serve.output).toContain("runs execute in 2 worker threads");
     const slow = await agentCalling(serve, "slow", '{"ms": 60000}');
@@ -114,11 +122,9 @@ describe("agentplane serve --role", () => {
     await sleep(300);
     expect((await getRun(serve, next.id)).status).toBe("RUN_STATUS_QUEUED");
 
-    const cancelledAt = Date.now();
     const { run: cancelled } = await serve.call<{ run: Run }>("CancelRun", { id: long[0]!.id });
     expect(cancelled.status).toBe("RUN_STATUS_CANCELLED");
-    await runStatus(serve, next.id, "RUN_STATUS_SUCCEEDED", 5_000);
-    expect(Date.now() - cancelledAt).toBeLessThan(1500);
+    await runStatus(serve, next.id, "RUN_STATUS_SUCCEEDED", 30_000);
 
     await serve.call("CancelRun", { id: long[1]!.id });
     await serve.stop();

@@ -19,5 +19,12 @@ export function expressionOptions(config: Config): ExpressionOptions {
 }
 
 export function runtimeOptions(config: Config, scheduler: boolean): RuntimeOptions {
-  return { concurrency: config.workerConcurrency, leaseMs: config.runLeaseMs, maxAttempts: config.runMaxAttempts, recordLimits: config.recordLimits, scheduler };
+  return {
+    concurrency: config.workerConcurrency,
+    leaseMs: config.runLeaseMs,
+    idlePollMs: config.workerIdlePollMs,
+    maxAttempts: config.runMaxAttempts,
+    recordLimits: config.recordLimits,
+    scheduler,
+  };
 }

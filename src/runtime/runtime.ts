@@ -30,6 +30,9 @@ export interface RuntimeOptions {
   concurrency: number;
   leaseMs: number;
   maxAttempts: number;
+  // How often an idle worker looks for runs no signal announced (runs
+  // queued by another process without a change feed, expired leases).
+  idlePollMs?: number;
   // Caps on what a run records; DEFAULT_RECORD_LIMITS unless given.
   recordLimits?: RecordLimits;
   // The scheduler fires schedule triggers: one per process group (tests
@@ -110,9 +113,9 @@ export function buildRuntime(options: BuildRuntimeOptions): Runtime {
       stepBudgetMs: options.stepBudgetMs ?? DEFAULT_STEP_BUDGET_MS,
       observer,
     });
-  const { concurrency, leaseMs, maxAttempts, recordLimits } = options;
+  const { concurrency, leaseMs, maxAttempts, recordLimits, idlePollMs } = options;
   const slugs = new TenantSlugs(store.tenants);
-  const worker = new Worker({ queue: store.queue, executor, log, concurrency, leaseMs, maxAttempts, recordLimits, observer, tenantSlug: (id) => slugs.get(id) });
+  const worker = new Worker({ queue: store.queue, executor, log, concurrency, leaseMs, maxAttempts, recordLimits, idlePollMs, observer, tenantSlug: (id) => slugs.get(id) });
   const scheduler = options.scheduler
     ? new Scheduler({
         store: store.schedules,
