@@ -125,7 +125,9 @@ function suite(options: Omit<TestServerOptions, "authenticator"> = {}): Suite {
 
 describe("runs", () => {
   describe("with the no-op executor", () => {
-    const t = suite({ runtime: {} });
+    // No idle poll within the suite's time: every run here starts because
+    // something woke the worker.
+    const t = suite({ runtime: { idlePollMs: 600_000 } });
     let agentId: string;
     beforeAll(async () => {
       agentId = await t.createAgent("noop");
@@ -149,13 +151,12 @@ describe("runs", () => {
       expect(t.row(id)).toMatchObject({ status: "succeeded", lease_owner: null, lease_expire_time: null });
     });
 
-    it("wakes the worker on a new run instead of waiting for the idle poll (5 s)", async () => {
-      // Let the worker go idle first, so only a wake-up can start the run soon.
+    it("wakes the worker on a new run instead of waiting for the idle poll", async () => {
+      // Let the worker go idle first, so only a wake-up can start the run
+      // (the suite's idle poll is 10 minutes away).
       await until("the worker to be idle", () => t.server.app.worker!.active, (n) => n === 0);
-      const started = Date.now();
       const id = await t.runAgent(agentId);
-      await t.waitForStatus(id, "RUN_STATUS_SUCCEEDED", 1000);
-      expect(Date.now() - started).toBeLessThan(1000);
+      await t.waitForStatus(id, "RUN_STATUS_SUCCEEDED", 30_000);
     });
 
     it("refuses to cancel a run that already ended", async () => {
@@ -389,20 +390,20 @@ describe("runs", () => {
           });
         }),
     };
-    const t = suite({ runtime: { executor } });
+    // The lease heartbeat (a third of the lease) and the idle poll are past
+    // the test's time: the abort can only come from the cancel itself.
+    const t = suite({ runtime: { executor, leaseMs: 600_000, idlePollMs: 600_000 } });
 
-    it("aborts the execution promptly and the run stays cancelled", async () => {
+    it("aborts the execution at once and the run stays cancelled", async () => {
       const agentId = await t.createAgent("long");
       const id = await t.runAgent(agentId);
       await until("the run to start", () => started.has(id), Boolean);
       expect((await t.getRun(id)).status).toBe("RUN_STATUS_RUNNING");
 
-      const asked = Date.now();
       const res = await t.call("CancelRun", { id });
       expect(res.status).toBe(200);
       expect(res.body.run).toMatchObject({ status: "RUN_STATUS_CANCELLED" });
-      await until("the executor to see the abort", () => aborts.has(id), Boolean, 1000);
-      expect(Date.now() - asked).toBeLessThan(1000);
+      await until("the executor to see the abort", () => aborts.has(id), Boolean, 30_000);
       expect(aborts.get(id)).toBe("run cancelled");
 
       await until("the worker to let go of the run", () => t.server.app.worker!.active, (n) => n === 0);

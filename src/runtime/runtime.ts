@@ -115,7 +115,7 @@ export function buildRuntime(options: BuildRuntimeOptions): Runtime {
     });
   const { concurrency, leaseMs, maxAttempts, recordLimits, idlePollMs } = options;
   const slugs = new TenantSlugs(store.tenants);
-  const worker = new Worker({ queue: store.queue, executor, log, concurrency, leaseMs, maxAttempts, recordLimits, idlePollMs, observer, tenantSlug: (id) => slugs.get(id) });
+  const worker = new Worker({ queue: store.queue, executor, log, concurrency, leaseMs, maxAttempts, recordLimits, ...(idlePollMs !== undefined && { idlePollMs }), observer, tenantSlug: (id) => slugs.get(id) });
   const scheduler = options.scheduler
     ? new Scheduler({
         store: store.schedules,
