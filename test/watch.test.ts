@@ -319,7 +319,9 @@ describe("on PostgreSQL, two replicas", () => {
   let b: TestServer;
 
   beforeAll(async () => {
-    a = await serve({ store: "postgres" });
+    // A's streams poll the store once in 10 minutes: what reaches them in
+    // this test came by NOTIFY.
+    a = await serve({ store: "postgres", streams: { pollMs: 600_000 } });
     // B executes runs (the no-op executor); A only serves the streams.
     b = await serve({ store: "postgres", databaseUrl: a.databaseUrl, runtime: {} });
   });
@@ -340,16 +342,12 @@ describe("on PostgreSQL, two replicas", () => {
     const runs = read((signal) => onA.watchRuns({ status: RunStatus.SUCCEEDED }, { ...opts, signal }));
     const rival = read((signal) => onA.watchEvents({}, { headers: headers("rival", "globex"), signal }));
     await new Promise((r) => setTimeout(r, 200));
-    const started = Date.now();
     const eventId = await postEvent(b, source.token, "order.created", { total: 3 });
-    await until(() => events.messages.length === 1, 3000);
-    const eventMs = Date.now() - started;
-    await until(() => runs.messages.length === 1, 5000);
+    await until(() => events.messages.length === 1, 30_000);
+    await until(() => runs.messages.length === 1, 30_000);
     const runId = runs.messages[0]!.run!.id;
     expect(events.messages[0]!.event).toMatchObject({ id: eventId, tenant: "acme", runIds: [runId] });
     expect(runs.messages[0]!.run).toMatchObject({ eventId, status: RunStatus.SUCCEEDED });
-    // A NOTIFY, not the fallback poll, brought it.
-    expect(eventMs).toBeLessThan(900);
 
     const { run } = await onB.runAgent({ id: agentId }, opts);
     const watched = read((signal) => onA.watchRun({ id: run!.id }, { ...opts, signal }));
