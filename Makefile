@@ -20,6 +20,10 @@ TSC_STAMP := dist/.tsc-stamp
 CONSOLE_BUILT := dist/console/index.html
 TSC_INPUTS := $(shell find src/ gen/ bench/) tsconfig.json tsconfig.build.json
 CONSOLE_INPUTS := $(shell find console/ gen/) tsconfig.json
+# The TypeScript client package builds on its own (clients/typescript/dist),
+# as it would be packed for another service.
+CLIENT_TS_STAMP := clients/typescript/dist/.tsc-stamp
+CLIENT_TS_INPUTS := $(shell find clients/typescript/src/ clients/typescript/examples/ gen/) clients/typescript/tsconfig.json clients/typescript/package.json tsconfig.json
 
 # tsc exits non-zero on a type error, so the stamp is only touched after a
 # clean compile.
@@ -32,7 +36,11 @@ $(TSC_STAMP): $(NPM_INSTALL_STAMP) $(TSC_INPUTS)
 $(CONSOLE_BUILT): $(NPM_INSTALL_STAMP) $(CONSOLE_INPUTS)
 	$(BIN)/vite build -c console/vite.config.ts --logLevel warn
 
-build: $(TSC_STAMP) $(CONSOLE_BUILT)
+$(CLIENT_TS_STAMP): $(NPM_INSTALL_STAMP) $(CLIENT_TS_INPUTS)
+	$(BIN)/tsc -p clients/typescript/tsconfig.json
+	@touch $@
+
+build: $(TSC_STAMP) $(CONSOLE_BUILT) $(CLIENT_TS_STAMP)
 
 run: build
 	node dist/src/cli/main.js dev
@@ -40,6 +48,7 @@ run: build
 typecheck: $(NPM_INSTALL_STAMP)
 	$(BIN)/tsc -p tsconfig.json --noEmit
 	$(BIN)/tsc -p console/tsconfig.json
+	$(BIN)/tsc -p clients/typescript/tsconfig.json --noEmit
 
 lint: $(NPM_INSTALL_STAMP)
 	$(BIN)/buf lint
