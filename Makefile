@@ -3,7 +3,7 @@ SHELL := /bin/bash
 NPM_INSTALL_STAMP := node_modules/.install-stamp
 BIN := node_modules/.bin
 
-.PHONY: run test build check lint typecheck generate docs migrations bench clean chromium
+.PHONY: run test build check lint typecheck generate docs migrations bench clean chromium python-grpc
 
 # `npm install` against the committed lockfile rather than `npm ci`: the
 # registry reachable here lacks some other platforms' optional binaries
@@ -85,7 +85,8 @@ migrations: $(NPM_INSTALL_STAMP)
 	$(BIN)/drizzle-kit generate --config drizzle.postgres.config.ts
 
 # The CLI suite runs the built binary, so test builds first. The console
-# suites drive Debian's Chromium, installed here when it is missing.
+# suites drive Debian's Chromium, installed here when it is missing, and the
+# Python client's suite Debian's protoc and python3-grpcio (python-grpc).
 # The tenant-isolation timing suite runs after the others, alone: it bounds
 # how long one tenant's flood may delay another's webhook on this server, and
 # a browser or a fleet of CLI processes in a parallel jest worker would be
@@ -107,6 +108,7 @@ test: $(NPM_INSTALL_STAMP)
 	$(MAKE) --no-print-directory check || failed="$$failed check"; \
 	$(MAKE) --no-print-directory build || failed="$$failed build"; \
 	$(MAKE) --no-print-directory chromium || failed="$$failed chromium"; \
+	$(MAKE) --no-print-directory python-grpc || failed="$$failed python-grpc"; \
 	$(JEST) --maxWorkers=$(JEST_WORKERS) --json --outputFile=$(RESULTS)/suites.json --testPathIgnorePatterns $(ISOLATION_TIMING) || failed="$$failed jest"; \
 	$(JEST) --json --outputFile=$(RESULTS)/isolation.json --runInBand $(ISOLATION_TIMING) || failed="$$failed jest-isolation"; \
 	node -e "$$SLOWEST_SUITES" $(RESULTS)/*.json; \
@@ -125,6 +127,17 @@ chromium:
 	@command -v /usr/bin/chromium >/dev/null || { \
 	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+# The Python client's suite (test/clients-python.test.ts) generates stubs
+# with Debian's protoc and gRPC plugin (libprotobuf-dev has the well-known
+# types they import) and runs them with Debian's python3 and its grpcio and
+# protobuf, installed here when missing.
+PYTHON_GRPC_DEBS := protobuf-compiler protobuf-compiler-grpc libprotobuf-dev python3-grpcio python3-protobuf
+python-grpc:
+	@{ command -v protoc && command -v grpc_python_plugin && test -f /usr/include/google/protobuf/struct.proto && \
+	  /usr/bin/python3 -c 'import grpc, google.protobuf'; } >/dev/null 2>&1 || { \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PYTHON_GRPC_DEBS); }
 
 bench: build
 	node dist/bench/management/run.js

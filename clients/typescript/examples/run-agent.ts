@@ -6,6 +6,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { RunStatus, type Agent } from "@agentplane/client";
 import { clientFromEnv } from "./env.js";
 
+const ENDED = new Set([RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TIMED_OUT]);
 const [name, input = "{}"] = process.argv.slice(2);
 if (!name) {
   console.error("usage: run-agent <agent name> [input JSON]");
@@ -29,15 +30,17 @@ try {
   if (!agent) throw new Error(`no agent named "${name}"`);
   const { run } = await client.runAgent({ id: agent.id, input: fromJson(ValueSchema, JSON.parse(input)) });
   console.log(`run ${run!.id} queued`);
-  // The run's state now, then again on every change, until it ends.
+  // The run's state now, then again on every change, until it ends. The
+  // server ends a quiet or long-lived stream OK (as when it shuts down):
+  // then watch again.
   let last = run!;
-  for await (const { run: current } of client.watchRun({ id: run!.id })) last = current!;
+  while (!ENDED.has(last.status)) for await (const { run: current } of client.watchRun({ id: last.id })) last = current!;
   const status = RunStatus[last.status].toLowerCase();
   console.log(last.status === RunStatus.SUCCEEDED ? `run ${last.id} ${status}: ${JSON.stringify(last.output && toJson(ValueSchema, last.output))}` : `run ${last.id} ${status}: ${last.error}`);
   process.exitCode = last.status === RunStatus.SUCCEEDED ? 0 : 1;
 } catch (err) {
-  // A refused call says why: e.g. permission_denied when the client is not
-  // a member of the tenant.
+  // A refused call says why, e.g. PermissionDenied when the client is not a
+  // member of the tenant.
   const e = ConnectError.from(err);
   console.error(e.code === Code.Unknown ? e.rawMessage : `${Code[e.code]}: ${e.rawMessage}`);
   process.exitCode = 1;
