@@ -1,7 +1,7 @@
 // OAuth 2.0 client credentials (RFC 6749 §4.4) for a service calling
-// agentplane: one token at a time, replaced shortly before it expires, so no
-// call waits on the token endpoint once the first token is in, and none is
-// sent with a token about to lapse in flight.
+// agentplane: one token at a time, replaced in the background shortly before
+// it expires, so no call waits on the token endpoint once the first token is
+// in, and none is sent with a token about to lapse in flight.
 
 export interface TokenSource {
   // A bearer token valid for at least a little while longer.
@@ -62,22 +62,29 @@ export class ClientCredentials implements TokenSource {
 
   async token(): Promise<string> {
     const held = this.#held;
-    if (held && this.#now() < held.refreshAt) return held.token;
-    // Concurrent callers share one request.
-    this.#fetching ??= this.#request().finally(() => (this.#fetching = undefined));
-    try {
-      this.#held = await this.#fetching;
-      return this.#held.token;
-    } catch (err) {
-      // The token endpoint failed while the token held is still good: use it
-      // and try again on the next call.
-      if (held && held === this.#held && this.#now() < held.expiresAt) return held.token;
-      throw err;
+    const now = this.#now();
+    if (held && now < held.refreshAt) return held.token;
+    const fetching = this.#refresh();
+    if (held && now < held.expiresAt) {
+      // Still good for a while: this call goes on with it while the new one
+      // is fetched. Should that fail, a later call tries again, and once
+      // the held token has expired the failure is that call's error.
+      fetching.catch(() => {});
+      return held.token;
     }
+    return (await fetching).token;
   }
 
   invalidate(token: string): void {
     if (this.#held?.token === token) this.#held = undefined;
+  }
+
+  // Concurrent callers share one request.
+  #refresh(): Promise<Held> {
+    this.#fetching ??= this.#request()
+      .then((held) => (this.#held = held))
+      .finally(() => (this.#fetching = undefined));
+    return this.#fetching;
   }
 
   async #request(): Promise<Held> {
