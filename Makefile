@@ -3,7 +3,7 @@ SHELL := /bin/bash
 NPM_INSTALL_STAMP := node_modules/.install-stamp
 BIN := node_modules/.bin
 
-.PHONY: run test build check lint typecheck generate docs migrations bench clean chromium
+.PHONY: run test build check lint typecheck generate docs migrations bench clean chromium python-grpc
 
 # `npm install` against the committed lockfile rather than `npm ci`: the
 # registry reachable here lacks some other platforms' optional binaries
@@ -20,6 +20,10 @@ TSC_STAMP := dist/.tsc-stamp
 CONSOLE_BUILT := dist/console/index.html
 TSC_INPUTS := $(shell find src/ gen/ bench/ test/ scripts/) tsconfig.json
 CONSOLE_INPUTS := $(shell find console/ gen/) tsconfig.json
+# The TypeScript client package builds on its own (clients/typescript/dist),
+# as it would be packed for another service.
+CLIENT_TS_STAMP := clients/typescript/dist/.tsc-stamp
+CLIENT_TS_INPUTS := $(shell find clients/typescript/src/ clients/typescript/examples/ gen/) clients/typescript/tsconfig.json clients/typescript/package.json tsconfig.json
 
 # One tsc pass type-checks and emits everything (src, gen, bench, scripts and
 # the tests): `typecheck`, the build and the docs script used to be three
@@ -34,13 +38,18 @@ $(TSC_STAMP): $(NPM_INSTALL_STAMP) $(TSC_INPUTS)
 $(CONSOLE_BUILT): $(NPM_INSTALL_STAMP) $(CONSOLE_INPUTS)
 	$(BIN)/vite build -c console/vite.config.ts --logLevel warn
 
-build: $(TSC_STAMP) $(CONSOLE_BUILT)
+$(CLIENT_TS_STAMP): $(NPM_INSTALL_STAMP) $(CLIENT_TS_INPUTS)
+	$(BIN)/tsc -p clients/typescript/tsconfig.json
+	@touch $@
+
+build: $(TSC_STAMP) $(CONSOLE_BUILT) $(CLIENT_TS_STAMP)
 
 run: build
 	node dist/src/cli/main.js dev
 
 typecheck: $(TSC_STAMP)
 	$(BIN)/tsc -p console/tsconfig.json
+	$(BIN)/tsc -p clients/typescript/tsconfig.json --noEmit
 
 lint: $(NPM_INSTALL_STAMP)
 	$(BIN)/buf lint
@@ -76,7 +85,8 @@ migrations: $(NPM_INSTALL_STAMP)
 	$(BIN)/drizzle-kit generate --config drizzle.postgres.config.ts
 
 # The CLI suite runs the built binary, so test builds first. The console
-# suites drive Debian's Chromium, installed here when it is missing.
+# suites drive Debian's Chromium, installed here when it is missing, and the
+# Python client's suite Debian's protoc and python3-grpcio (python-grpc).
 # The tenant-isolation timing suite runs after the others, alone: it bounds
 # how long one tenant's flood may delay another's webhook on this server, and
 # a browser or a fleet of CLI processes in a parallel jest worker would be
@@ -99,6 +109,7 @@ test: $(NPM_INSTALL_STAMP)
 	@failed=""; mkdir -p $(RESULTS); rm -f $(RESULTS)/*.json; \
 	$(MAKE) --no-print-directory -j2 -k check build || failed="$$failed check/build"; \
 	$(MAKE) --no-print-directory chromium || failed="$$failed chromium"; \
+	$(MAKE) --no-print-directory python-grpc || failed="$$failed python-grpc"; \
 	$(JEST) --maxWorkers=$(JEST_WORKERS) --json --outputFile=$(RESULTS)/suites.json --testPathIgnorePatterns $(ISOLATION_TIMING) || failed="$$failed jest"; \
 	$(JEST) --json --outputFile=$(RESULTS)/isolation.json --runInBand $(ISOLATION_TIMING) || failed="$$failed jest-isolation"; \
 	node -e "$$SLOWEST_SUITES" $(RESULTS)/*.json; \
@@ -117,6 +128,17 @@ chromium:
 	@command -v /usr/bin/chromium >/dev/null || { \
 	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+# The Python client's suite (test/clients-python.test.ts) generates stubs
+# with Debian's protoc and gRPC plugin (libprotobuf-dev has the well-known
+# types they import) and runs them with Debian's python3 and its grpcio and
+# protobuf, installed here when missing.
+PYTHON_GRPC_DEBS := protobuf-compiler protobuf-compiler-grpc libprotobuf-dev python3-grpcio python3-protobuf
+python-grpc:
+	@{ command -v protoc && command -v grpc_python_plugin && test -f /usr/include/google/protobuf/struct.proto && \
+	  /usr/bin/python3 -c 'import grpc, google.protobuf'; } >/dev/null 2>&1 || { \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PYTHON_GRPC_DEBS); }
 
 bench: build
 	node dist/bench/management/run.js

@@ -133,7 +133,7 @@ beforeAll(async () => {
   // Laid out like the repository, so `node dist/src/cli/main.js` and
   // `./data` mean what the guide says; the data dir is this run's own.
   work = mkdtempSync(join(tmpdir(), "agentplane-docs-"));
-  for (const entry of ["dist", "docs", "node_modules", "proto", "package.json"]) symlinkSync(join(process.cwd(), entry), join(work, entry));
+  for (const entry of ["clients", "dist", "docs", "node_modules", "proto", "package.json"]) symlinkSync(join(process.cwd(), entry), join(work, entry));
   // One-second schedules, as docs/guide/triggers.md says its server allows.
   dev = new CliProcess(
     ["dev"],
@@ -155,7 +155,7 @@ function localize(text: string): string {
 
 test("the guide has runnable examples on the pages a new user starts with", () => {
   const counts = Object.fromEntries(pages.map((p) => [p.file, p.blocks.length]));
-  for (const page of ["quick-start.md", "plans.md", "triggers.md", "skills.md", "mcp-clients.md", "operations.md"]) expect(counts[page]).toBeGreaterThan(0);
+  for (const page of ["quick-start.md", "plans.md", "triggers.md", "skills.md", "mcp-clients.md", "operations.md", "calling-from-your-services.md"]) expect(counts[page]).toBeGreaterThan(0);
 });
 
 describe.each(pages.filter((p) => p.blocks.length > 0))("docs/guide/$file", ({ file, blocks }) => {
