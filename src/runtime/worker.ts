@@ -204,7 +204,15 @@ export class Worker {
     const started = performance.now();
     let result: ExecutionResult;
     try {
-      result = await executor.execute(run, { signal: controller.signal, startStep: (step) => recorder.start(step) });
+      result = await executor.execute(run, {
+        signal: controller.signal,
+        startStep: (step) => recorder.start(step),
+        resume: (key) => {
+          const outcome = recorder.resume(key);
+          if (outcome) this.#o.observer.stepResumed(run.tenantId, outcome.kind);
+          return outcome;
+        },
+      });
     } catch (err) {
       // The store failed under the run (a database outage), not the run:
       // it is given back, and its lease lets it run again if that fails too.
