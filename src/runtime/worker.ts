@@ -50,6 +50,8 @@ function rejected(outcome: RunOutcome, error: string): RunOutcome {
       ...s,
       arguments: undefined,
       result: undefined,
+      // Without its values a step is no outcome to reuse (durable steps).
+      key: undefined,
       error: bare(s.error),
       callAttempts: s.callAttempts?.map((a) => ({ ...a, error: bare(a.error) })),
     })),
