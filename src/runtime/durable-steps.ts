@@ -32,7 +32,7 @@ export interface RecordedToolCall {
 
 export function recordedReply(reply: ChatCompletionMessage): RecordedReply {
   const calls = reply.tool_calls?.filter((c) => c.type === "function");
-  return { content: reply.content, tool_calls: calls?.map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments })) };
+  return { content: reply.content ?? null, tool_calls: calls?.map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments })) };
 }
 
 const isText = (v: unknown): v is string => typeof v === "string";
