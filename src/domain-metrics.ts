@@ -45,6 +45,12 @@ export function createDomainMetrics(registry: Registry, tenantLabel: boolean): O
     buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900],
     registers,
   });
+  const stepsResumed = new Counter({
+    name: "agentplane_run_steps_resumed_total",
+    help: "Steps of runs claimed again whose recorded outcome was reused instead of executed again (durable steps), by kind (tool_call, model_call)",
+    labelNames: ["kind", ...t],
+    registers,
+  });
   const skillCalls = new Counter({
     name: "agentplane_skill_calls_total",
     help: "Tries of tool calls on customer MCP servers, by outcome (ok or the skill error kind)",
@@ -124,6 +130,7 @@ export function createDomainMetrics(registry: Registry, tenantLabel: boolean): O
 
   // Known series start at zero, so rates and ratios exist before the first event.
   if (!tenantLabel) for (const outcome of WEBHOOK_OUTCOMES) webhookEvents.inc({ outcome }, 0);
+  if (!tenantLabel) for (const kind of ["tool_call", "model_call"]) stepsResumed.inc({ kind }, 0);
   for (const outcome of ["ok", "refused", "failed"]) tokenRequests.inc({ outcome }, 0);
   for (const outcome of ["fired", "skipped", "missed"]) scheduleSlots.inc({ outcome }, 0);
   for (const outcome of ["active", "inactive", "error"]) introspections.inc({ outcome }, 0);
@@ -137,6 +144,7 @@ export function createDomainMetrics(registry: Registry, tenantLabel: boolean): O
       runsFinished.inc(scoped({ status, error_kind: errorKind || "none" }, tenantId));
       runDuration.observe({ status }, seconds);
     },
+    stepResumed: (tenantId, kind) => stepsResumed.inc(scoped({ kind }, tenantId)),
     skillCall(tenantId, outcome, seconds) {
       const o = bounded(SKILL_OUTCOMES, outcome);
       skillCalls.inc(scoped({ outcome: o }, tenantId));

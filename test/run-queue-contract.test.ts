@@ -209,6 +209,22 @@ describe.each([
       expect(await e.read(id!)).toMatchObject({ status: "succeeded", attempt: 2, leaseOwner: null, leaseExpireTime: null, endTime: t0 + 102, output: { ok: true } });
     });
 
+    it("hands a run claimed again the steps its earlier attempt recorded, which durable steps resume from", async () => {
+      const [id] = await queue(1);
+      const t0 = Date.now();
+      await e.queue.claim("dead", 1, 100, 3, t0, []);
+      const steps = [
+        { kind: "tool_call" as const, skillId: "s", tool: "t", arguments: { a: 1 }, result: { sum: 2 }, error: "", startTime: t0, endTime: t0 + 1, status: "succeeded" as const, attempt: 1, worker: "dead", key: "k0" },
+        { kind: "tool_call" as const, skillId: "s", tool: "u", arguments: {}, error: "", startTime: t0 + 1, status: "running" as const, attempt: 1, worker: "dead", key: "k1" },
+      ];
+      expect(await e.queue.recordSteps("dead", id!, steps, t0 + 2)).toBe(true);
+      const again = await e.replica().claim("live", 1, 100, 3, t0 + 100, []);
+      expect(again.map((r) => [r.id, r.attempt, r.steps])).toEqual([[id, 2, steps]]);
+      // Given back (a graceful stop), it keeps them too.
+      await e.queue.release("live", [id!], t0 + 101);
+      expect((await e.queue.claim("next", 1, 100, 3, t0 + 102, [])).map((r) => r.steps)).toEqual([steps]);
+    });
+
     it("fails a run whose lease expired on its last attempt, with the worker_lost error, and never hands it out again", async () => {
       const [id] = await queue(1);
       const t0 = Date.now();

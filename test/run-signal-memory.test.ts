@@ -49,7 +49,7 @@ test("the signal a run gave its steps is garbage once the run has finished", asy
     return { result: "ok", error: "" };
   });
   const worker = new AbortController();
-  for (let i = 0; i < 20; i++) expect(await exec.execute(run, { signal: worker.signal, startStep: () => step })).toEqual({ status: "succeeded", output: "ok" });
+  for (let i = 0; i < 20; i++) expect(await exec.execute(run, { signal: worker.signal, startStep: () => step, resume: () => undefined })).toEqual({ status: "succeeded", output: "ok" });
   // Let the last run's promise chain settle, then collect.
   await new Promise((resolve) => setImmediate(resolve));
   gc();
@@ -59,13 +59,13 @@ test("the signal a run gave its steps is garbage once the run has finished", asy
 test("the agent's timeout still aborts a step and ends the run timed_out", async () => {
   let aborted: unknown;
   const exec = executor(50, (_skill, _tool, _args, _key, signal) => new Promise((resolve) => signal.addEventListener("abort", () => ((aborted = signal.reason), resolve({ error: "aborted" })))));
-  expect(await exec.execute(run, { signal: new AbortController().signal, startStep: () => step })).toEqual({ status: "timed_out", error: "agent timeout (50 ms) reached" });
+  expect(await exec.execute(run, { signal: new AbortController().signal, startStep: () => step, resume: () => undefined })).toEqual({ status: "timed_out", error: "agent timeout (50 ms) reached" });
   expect((aborted as Error).name).toBe("TimeoutError");
 });
 
 test("a step that ignores the abort does not hold the run past its timeout", async () => {
   const exec = executor(50, () => new Promise(() => {}));
-  expect(await exec.execute(run, { signal: new AbortController().signal, startStep: () => step })).toEqual({ status: "timed_out", error: "agent timeout (50 ms) reached" });
+  expect(await exec.execute(run, { signal: new AbortController().signal, startStep: () => step, resume: () => undefined })).toEqual({ status: "timed_out", error: "agent timeout (50 ms) reached" });
 });
 
 test("cancelling the run aborts its step with the run's reason", async () => {
@@ -74,5 +74,5 @@ test("cancelling the run aborts its step with the run's reason", async () => {
     queueMicrotask(() => worker.abort(new Error("run cancelled")));
     return new Promise((resolve) => signal.addEventListener("abort", () => resolve({ error: String((signal.reason as Error).message) })));
   });
-  expect(await exec.execute(run, { signal: worker.signal, startStep: () => step })).toEqual({ status: "failed", error: "steps[0] (t): run cancelled" });
+  expect(await exec.execute(run, { signal: worker.signal, startStep: () => step, resume: () => undefined })).toEqual({ status: "failed", error: "steps[0] (t): run cancelled" });
 });

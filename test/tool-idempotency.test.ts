@@ -61,11 +61,20 @@ function callsFrom(mcp: CustomerMcp) {
 }
 
 // Makes the run claimable again as if its worker had died after its tool
-// calls and before it recorded the outcome: `running`, lease expired, owned
-// by a worker that is gone (SQLite, as test/run-recovery.test.ts does).
+// calls and before it recorded their outcomes: `running`, lease expired,
+// owned by a worker that is gone, its steps recorded as started only, so
+// that the next attempt executes them again (SQLite, as
+// test/run-recovery.test.ts does); an outcome recorded would be reused
+// (durable steps, test/durable-steps.test.ts).
 function orphan(runId: string): void {
   const db = (server.store as unknown as { db: { $client: Database.Database } }).db.$client;
-  db.prepare("update runs set status = 'running', lease_owner = 'worker-gone', lease_expire_time = ? where id = ?").run(Date.now() - 1000, runId);
+  const { steps } = db.prepare<[string], { steps: string }>("select steps from runs where id = ?").get(runId)!;
+  const started = (JSON.parse(steps) as Json[]).map(({ result: _result, endTime: _endTime, ...step }) => ({ ...step, status: "running", error: "" }));
+  db.prepare("update runs set status = 'running', lease_owner = 'worker-gone', lease_expire_time = ?, steps = ? where id = ?").run(
+    Date.now() - 1000,
+    JSON.stringify(started),
+    runId,
+  );
   server.app.worker!.wake();
 }
 

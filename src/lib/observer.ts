@@ -48,6 +48,9 @@ export interface Observer {
   triggersMatched(tenantId: string, count: number): void;
   // A run attempt's recorded outcome; `errorKind` is "" when it succeeded.
   runFinished(tenantId: string, status: RunEndStatus, errorKind: string, seconds: number): void;
+  // A step of a run claimed again whose recorded outcome was reused, not
+  // executed again (durable steps).
+  stepResumed(tenantId: string, kind: "tool_call" | "model_call"): void;
   // One try of a tool call (connecting included).
   skillCall(tenantId: string, outcome: CallOutcome, seconds: number): void;
   tokenRequest(outcome: TokenRequestOutcome): void;
@@ -69,6 +72,7 @@ export const NO_OBSERVER: Observer = {
   webhook: nothing,
   triggersMatched: nothing,
   runFinished: nothing,
+  stepResumed: nothing,
   skillCall: nothing,
   tokenRequest: nothing,
   modelCall: nothing,

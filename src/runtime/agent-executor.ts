@@ -9,6 +9,7 @@ import { StoreUnavailableError } from "../store/errors.js";
 import { RecordLimitError, type ExecutionContext, type ExecutionResult, type Executor } from "./executor.js";
 import type { ToolCaller } from "./tool-calls.js";
 import { modelCallKeys, planStepKey } from "./idempotency-keys.js";
+import { recordedReply, replyMessage, replyOf, TurnKeys } from "./durable-steps.js";
 import { traceStep } from "./run-tracing.js";
 import { ATTR } from "../lib/tracing.js";
 import type { ExpressionSandbox } from "../integrations/expressions/sandbox.js";
@@ -30,8 +31,13 @@ export interface AgentExecutorOptions {
 
 class StepFailed extends Error {}
 
+// What the model reads of a tool call's outcome.
+const toolMessage = (outcome: { result?: unknown; error: string }) => (outcome.error ? `error: ${outcome.error}` : JSON.stringify(outcome.result));
+
 // Runs an agent: a deterministic plan of tool calls, or a model loop over the
-// tools of its skills. Every call is recorded as a step on the run.
+// tools of its skills. Every call is recorded as a step on the run; a step
+// whose outcome an earlier attempt recorded is resumed instead (durable
+// steps, ./durable-steps.ts).
 export function createAgentExecutor({ store, secrets, tools, models, log, sandbox, stepBudgetMs, observer = NO_OBSERVER }: AgentExecutorOptions): Executor {
   async function context(run: RunRow) {
     const event = run.eventId ? await store.events.get(run.tenantId, run.eventId) : undefined;
@@ -68,14 +74,22 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
     let output: unknown = null;
     for (const [i, planned] of agent.spec.steps.entries()) {
       if (!allowed(agent, planned.skillId, planned.tool)) throw new StepFailed(`steps[${i}]: tool "${planned.tool}" is not allowed`);
+      const key = planStepKey(run.id, i, planned.skillId, planned.tool);
+      const recorded = ctx.resume(key);
+      if (recorded) {
+        if (recorded.error) throw new StepFailed(`steps[${i}] (${planned.tool}): ${recorded.error}`);
+        results.push({ result: recorded.result });
+        output = recorded.result;
+        continue;
+      }
       let args: unknown = {};
       if (planned.arguments.trim()) args = await stepArguments(agent, planned.arguments, { ...base, steps: results }, deadline, i);
       if (typeof args !== "object" || args === null || Array.isArray(args))
         throw new StepFailed(`steps[${i}].arguments must evaluate to an object, got ${JSON.stringify(args)}`);
       const skill = await skillOf(agent, planned.skillId);
       const done = await traceStep("tool_call", i, { [ATTR.skill]: skill.id, [ATTR.tool]: planned.tool }, async () => {
-        const step = ctx.startStep({ kind: "tool_call", skillId: skill.id, tool: planned.tool, arguments: args });
-        const done = await tools.call(skill, planned.tool, args as Record<string, unknown>, planStepKey(run.id, i, skill.id, planned.tool), signal, step);
+        const step = ctx.startStep({ kind: "tool_call", skillId: skill.id, tool: planned.tool, arguments: args, key });
+        const done = await tools.call(skill, planned.tool, args as Record<string, unknown>, key, signal, step);
         return { ...done, result: step.end(done) };
       }, (d) => d.error);
       if (done.error) throw new StepFailed(`steps[${i}] (${planned.tool}): ${done.error}`);
@@ -114,44 +128,54 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
       }
       if (typeof args !== "object" || args === null || Array.isArray(args)) return "error: arguments must be a JSON object";
       const key = keyOf(target.skill.id, target.tool, args as Record<string, unknown>);
+      const recorded = ctx.resume(key);
+      if (recorded) return toolMessage(recorded);
       const done = await traceStep("tool_call", turn, { [ATTR.skill]: target.skill.id, [ATTR.tool]: target.tool }, async () => {
-        const step = ctx.startStep({ kind: "tool_call", skillId: target.skill.id, tool: target.tool, arguments: args });
+        const step = ctx.startStep({ kind: "tool_call", skillId: target.skill.id, tool: target.tool, arguments: args, key });
         const done = await tools.call(target.skill, target.tool, args as Record<string, unknown>, key, signal, step);
         return { ...done, result: step.end(done) };
       }, (d) => d.error);
-      return done.error ? `error: ${done.error}` : JSON.stringify(done.result);
+      return toolMessage(done);
     };
     const base = await context(run);
     const messages: ChatCompletionMessageParam[] = [];
     if (agent.instructions) messages.push({ role: "system", content: agent.instructions });
     messages.push({ role: "user", content: JSON.stringify(base.event ?? base.input ?? {}) });
 
+    // A turn whose reply an earlier attempt recorded, in this same
+    // conversation, replays it instead of asking the model again.
+    const turns = new TurnKeys(run.id, messages);
     for (let turn = 0; turn < agent.maxSteps; turn++) {
-      const step = ctx.startStep({ kind: "model_call", skillId: "", tool: config.model, arguments: { messages: messages.length, tools: definitions.length } });
-      let reply;
-      try {
-        reply = await traceStep("model_call", turn, {}, () =>
-          models.complete(endpoint, { messages, tools: definitions }, signal, step, (outcome, seconds, tokens) =>
-            observer.modelCall(agent.tenantId, outcome, seconds, tokens),
-          ),
-        );
-      } catch (err) {
-        const error = err instanceof ModelError ? err.message : `model_error: ${(err as Error).message}`;
-        step.end({ error });
-        if (signal.aborted) throw err;
-        throw new StepFailed(error);
+      const key = turns.key;
+      let reply = replyOf(ctx.resume(key)?.result);
+      if (reply) messages.push(replyMessage(reply));
+      else {
+        const step = ctx.startStep({ kind: "model_call", skillId: "", tool: config.model, arguments: { messages: messages.length, tools: definitions.length }, key });
+        let answer;
+        try {
+          answer = await traceStep("model_call", turn, {}, () =>
+            models.complete(endpoint, { messages, tools: definitions }, signal, step, (outcome, seconds, tokens) =>
+              observer.modelCall(agent.tenantId, outcome, seconds, tokens),
+            ),
+          );
+        } catch (err) {
+          const error = err instanceof ModelError ? err.message : `model_error: ${(err as Error).message}`;
+          step.end({ error });
+          if (signal.aborted) throw err;
+          throw new StepFailed(error);
+        }
+        reply = recordedReply(answer);
+        step.end({ result: reply, error: "" });
+        messages.push(answer as ChatCompletionMessageParam);
       }
-      step.end({
-        result: { content: reply.content, tool_calls: reply.tool_calls?.map((c) => (c.type === "function" ? { name: c.function.name, arguments: c.function.arguments } : c)) },
-        error: "",
-      });
-      messages.push(reply as ChatCompletionMessageParam);
       const calls = reply.tool_calls ?? [];
       if (calls.length === 0) return { status: "succeeded", output: reply.content };
+      const results: string[] = [];
       for (const call of calls) {
-        if (call.type !== "function") continue;
-        messages.push({ role: "tool", tool_call_id: call.id, content: await callForModel(call.function.name, call.function.arguments, turn) });
+        results.push(await callForModel(call.name, call.arguments, turn));
+        messages.push({ role: "tool", tool_call_id: call.id, content: results.at(-1)! });
       }
+      turns.next(reply, results);
     }
     throw new StepFailed(`max_steps (${agent.maxSteps}) reached without a final answer`);
   }

@@ -1,8 +1,11 @@
 import type { CallTries } from "../lib/call-tries.js";
 import type { RunRow, RunStepRecord } from "../store/rows.js";
+import type { RecordedOutcome } from "./durable-steps.js";
 
-// What an executor knows of a step when it starts.
-export type StepStart = Pick<RunStepRecord, "kind" | "skillId" | "tool" | "arguments">;
+// What an executor knows of a step when it starts. `key`: what the step is
+// on any attempt of the run (./durable-steps.ts); a step without one is
+// never reused.
+export type StepStart = Pick<RunStepRecord, "kind" | "skillId" | "tool" | "arguments" | "key">;
 
 // A step in progress. Its tries and its end are recorded as they happen;
 // the calls never wait for the store.
@@ -21,6 +24,10 @@ export interface ExecutionContext {
   // Records a step as `running` when it starts, so GetRun shows the call in
   // flight; the handle completes it.
   startStep(step: StepStart): StepHandle;
+  // Durable steps: the outcome an earlier attempt recorded for the step with
+  // this key, recorded again as this attempt's step (resumed, not executed);
+  // undefined when there is none to reuse, and the step is to be executed.
+  resume(key: string): RecordedOutcome | undefined;
 }
 
 export type ExecutionResult =

@@ -7,6 +7,9 @@ import { stringify } from "safe-stable-stringify";
 // (no tenant, run or skill id reaches the server) and of fixed length.
 const hashOf = (parts: unknown[]) => createHash("sha256").update(stringify(parts)).digest("base64url");
 
+// The same hash names a step across attempts (./durable-steps.ts).
+export const stepHash = hashOf;
+
 // A plan step is the same step on every attempt whatever its arguments
 // evaluate to then (an expression may read the time or an earlier result):
 // its place in the plan and what it calls.

@@ -5,6 +5,7 @@ import type { RunRow, RunStepRecord, StepCallAttempt } from "../store/rows.js";
 import type { RunQueue } from "../store/store.js";
 import { RecordLimitError, type StepHandle, type StepStart } from "./executor.js";
 import { recordable, recordableError, type RecordLimits } from "./recordable.js";
+import { reusable, type RecordedOutcome } from "./durable-steps.js";
 
 // Ends a step and its current try with the step's outcome.
 function complete(step: RunStepRecord, t: number, { result, error }: { result?: unknown; error: string }): void {
@@ -39,6 +40,11 @@ export interface StepRecorderOptions {
 // escaped, and cut to its cap and to what is left of the run's record. A step
 // that would start with the record full fails the run (RecordLimitError), so
 // neither the record nor the memory holding it grows past the cap.
+//
+// Durable steps (./durable-steps.ts): the outcomes earlier attempts recorded
+// are looked up by step key; one reused is recorded again as this attempt's
+// step, resumed from the attempt that executed it. A step keeps its key only
+// when what it recorded is what the run went on with.
 export class StepRecorder {
   // The steps of earlier attempts stay: each record says its attempt and worker.
   readonly steps: RunStepRecord[];
@@ -49,11 +55,46 @@ export class StepRecorder {
   // The JSON bytes of the record's steps, and each step's share of them.
   #used: number;
   readonly #sizes = new Map<RunStepRecord, number>();
+  // Outcomes of earlier attempts to reuse, by step key.
+  readonly #outcomes = new Map<string, RunStepRecord>();
 
   constructor(options: StepRecorderOptions) {
     this.#o = options;
     this.steps = [...options.run.steps];
     this.#used = Buffer.byteLength(JSON.stringify(this.steps));
+    for (const step of this.steps) if (reusable(step)) this.#outcomes.set(step.key!, step);
+  }
+
+  // The outcome recorded for the step with this key by an earlier attempt,
+  // recorded now as this attempt's step: resumed, with the arguments, result
+  // and error recorded then (within what is left of the record), no call.
+  resume(key: string): RecordedOutcome | undefined {
+    const done = this.#outcomes.get(key);
+    if (!done) return undefined;
+    if (!this.#closed) {
+      const { limits, run, owner } = this.#o;
+      const t = this.#o.now();
+      const step: RunStepRecord = {
+        kind: done.kind,
+        skillId: done.skillId,
+        tool: done.tool,
+        arguments: recordable(done.arguments, this.#room(limits.stepArgumentsBytes)).value,
+        result: recordable(done.result, this.#room(limits.stepResultBytes)).value,
+        error: done.error,
+        startTime: t,
+        endTime: t,
+        status: done.status,
+        attempt: run.attempt,
+        worker: owner,
+        callAttempts: [],
+        resumedFromAttempt: done.attempt ?? run.attempt,
+      };
+      this.steps.push(step);
+      this.#measure(step);
+      this.#o.log.debug({ ...this.#about(step), resumedFromAttempt: step.resumedFromAttempt }, "run step resumed: its recorded outcome reused");
+      this.#save();
+    }
+    return { kind: done.kind, result: done.result, error: done.error };
   }
 
   // What is left of the run's record for one more value, within `cap`.
@@ -126,6 +167,9 @@ export class StepRecorder {
         const room = this.#room(limits.stepResultBytes);
         const result = capped.bytes <= room ? capped.value : recordable(capped.value, room).value;
         const error = this.error(outcome.error);
+        // Escaped or cut to fit: not the outcome the run went on with, so
+        // not one to reuse (the step would run again, with its idempotency key).
+        if (result !== kept || error !== outcome.error) delete step.key;
         complete(step, this.#o.now(), { result, error });
         this.#measure(step);
         if (error) this.#o.log.info({ ...this.#about(step), kind: errorKindOfMessage(error), error }, "run step failed");
@@ -143,7 +187,11 @@ export class StepRecorder {
     this.#closed = true;
     const t = this.#o.now();
     for (const step of this.steps) {
-      if (step.status === "running" && step.attempt === this.#o.run.attempt) complete(step, t, { error: this.error(error) });
+      if (step.status === "running" && step.attempt === this.#o.run.attempt) {
+        // Ended by the run around it: no outcome of its own.
+        delete step.key;
+        complete(step, t, { error: this.error(error) });
+      }
     }
     await this.#writing;
   }

@@ -50,6 +50,8 @@ function rejected(outcome: RunOutcome, error: string): RunOutcome {
       ...s,
       arguments: undefined,
       result: undefined,
+      // Without its values a step is no outcome to reuse (durable steps).
+      key: undefined,
       error: bare(s.error),
       callAttempts: s.callAttempts?.map((a) => ({ ...a, error: bare(a.error) })),
     })),
@@ -204,7 +206,15 @@ export class Worker {
     const started = performance.now();
     let result: ExecutionResult;
     try {
-      result = await executor.execute(run, { signal: controller.signal, startStep: (step) => recorder.start(step) });
+      result = await executor.execute(run, {
+        signal: controller.signal,
+        startStep: (step) => recorder.start(step),
+        resume: (key) => {
+          const outcome = recorder.resume(key);
+          if (outcome) this.#o.observer.stepResumed(run.tenantId, outcome.kind);
+          return outcome;
+        },
+      });
     } catch (err) {
       // The store failed under the run (a database outage), not the run:
       // it is given back, and its lease lets it run again if that fails too.

@@ -57,6 +57,7 @@ export function runMessage(row: RunRow): Run {
         status,
         duration: s.endTime === undefined ? undefined : durationFromMs(s.endTime - s.startTime),
         callAttempts: (s.callAttempts ?? []).map((a) => ({ startTime: time(a.startTime), endTime: time(a.endTime), error: a.error })),
+        resumedFromAttempt: s.resumedFromAttempt ?? 0,
       };
     }),
     output: value(row.output),

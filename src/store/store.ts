@@ -152,6 +152,8 @@ export interface RunQueue {
   // whose lease expired on its last attempt is failed instead. `executing`:
   // the runs this owner still executes, whose expired leases it must not
   // claim again (any other run of its own with an expired lease it may).
+  // A run comes with the steps its earlier attempts recorded: the next
+  // attempt keeps them and resumes from them (runtime/durable-steps.ts).
   claim(owner: string, limit: number, leaseMs: number, maxAttempts: number, now: number, executing: string[]): Promise<RunRow[]>;
   // Extends the leases still held; returns the ids the owner still holds
   // (a cancelled run is no longer held).

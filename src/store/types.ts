@@ -65,4 +65,12 @@ export interface RunStepRecord {
   // written when they ended), as are the call attempts.
   status?: StepStatus;
   callAttempts?: StepCallAttempt[];
+  // What the step is across attempts (durable steps, runtime/durable-steps.ts):
+  // an attempt that finds an outcome recorded under its step's key reuses
+  // it. Absent in records made before steps had keys, and for steps that
+  // are never reused.
+  key?: string;
+  // Set on a step this attempt did not execute: the attempt whose recorded
+  // outcome it reused (the one that executed it).
+  resumedFromAttempt?: number;
 }

@@ -110,6 +110,7 @@ export const comments: Readonly<Record<string, string>> = {
   "platform.v1.RunStep.attempt": "The run's attempt that made the call: a run whose worker was lost is claimed again, and the steps of every attempt are kept.",
   "platform.v1.RunStep.call_attempts": "Each call the step made. A transient failure (connection refused or reset, HTTP 5xx, timeout) is retried with backoff inside the step, and every try is kept here in order; the last one is the step's outcome.",
   "platform.v1.RunStep.duration": "`end_time - start_time`; unset while the step runs.",
+  "platform.v1.RunStep.resumed_from_attempt": "Durable steps: set when this attempt did not execute the step but reused the outcome that attempt recorded for it (the run was claimed again after its worker was lost, and resumed after its last completed step). The step then made no call: `arguments`, `result` and `error` are the ones recorded then, `call_attempts` is empty. 0 for a step this attempt executed.",
   "platform.v1.RunStep.status": "`running` from the moment the step starts, so a live run shows the call in flight; then `succeeded` or `failed` (`error` says why).",
   "platform.v1.RunStep.worker": "The worker that made the call: `worker-<host>-<pid>-<random>`, so the steps tell which replica ran each attempt. Empty for older records.",
   "platform.v1.ScheduleTrigger": "Fires on a cron schedule.",
