@@ -85,6 +85,10 @@ describe("agentplane CLI", () => {
     const badKind = await agentplane(["source", "create", "hooks", "x", "--kind", "gitlab"], env);
     expect(badKind.code).toBe(1);
     expect(badKind.stderr).toContain("--kind: must be envelope, standard_webhooks, github, stripe");
+    // A name every object has is no kind either.
+    const inherited = await agentplane(["source", "create", "hooks", "x", "--kind", "toString"], env);
+    expect(inherited.code).toBe(1);
+    expect(inherited.stderr).toContain('--kind: must be envelope, standard_webhooks, github, stripe; got "toString"');
 
     const key = randomBytes(32).toString("base64");
     const sealing = { ...env, AGENTPLANE_SECRET_KEY: key, AGENTPLANE_PUBLIC_URL: "https://hooks.example.test/" };

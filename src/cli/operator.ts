@@ -13,6 +13,7 @@ import { createSkillPool } from "../integrations/skill-pool-factory.js";
 import { SecretBox } from "../lib/secret-box.js";
 import { invalidArgument } from "../service/errors.js";
 import { newMemberFields } from "../service/members.js";
+import { KIND_NAMES, kindNamed } from "../service/source-kinds.js";
 import { createPlatform, type Platform } from "../service/platform.js";
 import { newTenantFields } from "../service/tenants.js";
 import { isSlug } from "../service/validate.js";
@@ -60,17 +61,10 @@ export async function migrate(): Promise<void> {
   console.log(`migrated ${storeLocation(storeOptions(config))}`);
 }
 
-const KINDS: Record<string, WebhookSourceKind> = {
-  envelope: WebhookSourceKind.ENVELOPE,
-  standard_webhooks: WebhookSourceKind.STANDARD_WEBHOOKS,
-  github: WebhookSourceKind.GITHUB,
-  stripe: WebhookSourceKind.STRIPE,
-};
-
 export async function sourceCreate(tenant: string, name: string, kindName = "envelope", signingSecret = ""): Promise<void> {
   checkTenantSlug(tenant);
-  const kind = KINDS[kindName];
-  if (kind === undefined) throw invalidArgument("--kind", `must be ${Object.keys(KINDS).join(", ")}; got "${kindName}"`);
+  const kind = kindNamed(kindName);
+  if (kind === undefined) throw invalidArgument("--kind", `must be ${KIND_NAMES.join(", ")}; got "${kindName}"`);
   newWebhookSourceFields({ name, kind });
   // A signed kind's secret is sealed with the service's key, and its URL is
   // the service's public one.

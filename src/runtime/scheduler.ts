@@ -1,10 +1,10 @@
 import { Cron } from "croner";
 import type { Logger } from "pino";
 import { FailureStreak } from "../lib/failure-streak.js";
-import { newId } from "../lib/ids.js";
 import { LogThrottle } from "../lib/log-throttle.js";
 import { NO_OBSERVER, type Observer } from "../lib/observer.js";
-import type { RunInsert, TriggerRow } from "../store/rows.js";
+import { queuedRun } from "../store/queued-run.js";
+import type { TriggerRow } from "../store/rows.js";
 import type { ScheduleStore, StoreSignals } from "../store/store.js";
 
 export interface SchedulerOptions {
@@ -96,17 +96,10 @@ export class Scheduler {
   }
 
   async #fire(trigger: TriggerRow, slot: number, now: number): Promise<boolean> {
-    const run: RunInsert = {
-      id: newId("run"),
-      tenantId: trigger.tenantId,
-      agentId: trigger.agentId,
-      triggerId: trigger.id,
-      input: { scheduled_time: new Date(slot).toISOString() },
-      status: "queued",
-      steps: [],
-      createTime: now,
-      updateTime: now,
-    };
+    const run = queuedRun(
+      { tenantId: trigger.tenantId, agentId: trigger.agentId, triggerId: trigger.id, input: { scheduled_time: new Date(slot).toISOString() } },
+      now,
+    );
     const outcome = await this.#o.store.fireSlot(trigger.id, slot, run, this.#o.maxQueuedRuns);
     if (outcome === "fired")
       this.#o.log.debug({ tenant: trigger.tenantId, run: run.id, agent: trigger.agentId, trigger: trigger.id, via: "schedule", slot: new Date(slot).toISOString() }, "run queued");

@@ -3,6 +3,7 @@ import { ValueSchema, durationFromMs, durationMs } from "@bufbuild/protobuf/wkt"
 import { AgentSchema, type Agent } from "../../gen/platform/v1/agent_pb.js";
 import { newId } from "../lib/ids.js";
 import { currentTraceParent } from "../lib/tracing.js";
+import { queuedRun } from "../store/queued-run.js";
 import type { AgentRow, AgentSpec, SkillRow } from "../store/rows.js";
 import { failedPrecondition, fromStoreError, invalidArgument, notFound } from "./errors.js";
 import { checkHttpUrl, checkJsonata } from "./expressions.js";
@@ -212,12 +213,11 @@ export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonM
       // A Value with no kind set (a binary client's empty message) is no input.
       const json = input && input.kind.case !== undefined ? toJson(ValueSchema, input) : null;
       if (nestsDeeperThan(json, jsonMaxDepth)) throw invalidArgument("input", `must not nest deeper than ${jsonMaxDepth} levels`);
-      const t = now();
-      const runId = newId("run");
-      const rows = [{ id: runId, tenantId: tenant.id, agentId: agent.id, input: json, status: "queued" as const, steps: [], traceParent: currentTraceParent(), createTime: t, updateTime: t }];
+      const rows = [queuedRun({ tenantId: tenant.id, agentId: agent.id, input: json, traceParent: currentTraceParent() }, now())];
       const queued = await store.queue.insertMany(rows, quotas.queuedRuns).catch(fromStoreError);
       if (!queued) throw quotaError(tenant.slug, quotas, "queuedRuns");
       onRunsQueued("run_agent", rows);
+      const runId = rows[0]!.id;
       const run = await store.runs.get(tenant.id, runId).catch(fromStoreError);
       if (!run) throw notFound("run", runId);
       return { run: { ...runMessage(run), tenant: tenant.slug } };

@@ -1,8 +1,8 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import { EventSchema, type Event } from "../../gen/platform/v1/event_pb.js";
+import { queuedRun } from "../store/queued-run.js";
 import type { EventRow } from "../store/rows.js";
-import { newId } from "../lib/ids.js";
 import { currentTraceParent } from "../lib/tracing.js";
 import { fromStoreError, notFound } from "./errors.js";
 import { runMessage } from "./runs.js";
@@ -63,18 +63,7 @@ export function eventHandlers({ store, matcher, lookups, now, onRunsQueued, quot
       const matched = await matcher.matching(tenant.id, triggers.matching(event.eventType), event.eventType, event.payload);
       const t = now();
       const traceParent = currentTraceParent();
-      const rows = matched.map((m) => ({
-        id: newId("run"),
-        tenantId: tenant.id,
-        agentId: m.agentId,
-        triggerId: m.id,
-        eventId: event.id,
-        status: "queued" as const,
-        steps: [],
-        traceParent,
-        createTime: t,
-        updateTime: t,
-      }));
+      const rows = matched.map((m) => queuedRun({ tenantId: tenant.id, agentId: m.agentId, triggerId: m.id, eventId: event.id, traceParent }, t));
       if (!(await store.queue.insertMany(rows, quotas.queuedRuns).catch(fromStoreError)))
         throw quotaError(tenant.slug, quotas, "queuedRuns");
       if (rows.length) onRunsQueued("replay", rows);

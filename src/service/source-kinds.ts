@@ -5,14 +5,7 @@ import type { WebhookSourceKindName } from "../store/types.js";
 import { invalidArgument } from "./errors.js";
 import { MAX_LENGTH } from "./limits.js";
 
-const NAMES: Record<WebhookSourceKind, WebhookSourceKindName> = {
-  [WebhookSourceKind.UNSPECIFIED]: "envelope",
-  [WebhookSourceKind.ENVELOPE]: "envelope",
-  [WebhookSourceKind.STANDARD_WEBHOOKS]: "standard_webhooks",
-  [WebhookSourceKind.GITHUB]: "github",
-  [WebhookSourceKind.STRIPE]: "stripe",
-};
-
+// The kinds by the names the store keeps and the CLI's --kind takes.
 const VALUES: Record<WebhookSourceKindName, WebhookSourceKind> = {
   envelope: WebhookSourceKind.ENVELOPE,
   standard_webhooks: WebhookSourceKind.STANDARD_WEBHOOKS,
@@ -20,13 +13,25 @@ const VALUES: Record<WebhookSourceKindName, WebhookSourceKind> = {
   stripe: WebhookSourceKind.STRIPE,
 };
 
+export const KIND_NAMES = Object.keys(VALUES) as WebhookSourceKindName[];
+
+// Unspecified is the envelope, as the proto says.
+const NAMES = new Map<WebhookSourceKind, WebhookSourceKindName>([
+  [WebhookSourceKind.UNSPECIFIED, "envelope"],
+  ...KIND_NAMES.map((name) => [VALUES[name], name] as const),
+]);
+
 export function kindName(field: string, kind: WebhookSourceKind): WebhookSourceKindName {
-  const name = NAMES[kind];
+  const name = NAMES.get(kind);
   if (!name) throw invalidArgument(field, `unknown kind ${kind}`);
   return name;
 }
 
 export const kindValue = (name: WebhookSourceKindName): WebhookSourceKind => VALUES[name];
+
+// A name as typed (the CLI's --kind); undefined when it names no kind.
+export const kindNamed = (name: string): WebhookSourceKind | undefined =>
+  Object.hasOwn(VALUES, name) ? VALUES[name as WebhookSourceKindName] : undefined;
 
 // Standard Webhooks secrets are 24 to 64 bytes (the spec's range), base64
 // after `whsec_`; Stripe shows its own `whsec_…`; GitHub takes any text.

@@ -4,6 +4,7 @@ import { newId } from "../lib/ids.js";
 import { annotate, ATTR, currentTraceParent, inSpan, tracer } from "../lib/tracing.js";
 import { webhookTokenDigest } from "../lib/webhook-token.js";
 import { StoreQuotaError } from "../store/errors.js";
+import { queuedRun } from "../store/queued-run.js";
 import type { WebhookSourceRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import { fromStoreError, invalidArgument } from "./errors.js";
@@ -119,18 +120,7 @@ export function createWebhookIngestion(options: WebhookOptions) {
       annotate({ [ATTR.event]: eventId });
       // The runs' spans continue the ingest span's trace, wherever they execute.
       const traceParent = currentTraceParent();
-      const runs = matched.map((m) => ({
-        id: newId("run"),
-        tenantId: source.tenantId,
-        agentId: m.agentId,
-        triggerId: m.id,
-        eventId,
-        status: "queued" as const,
-        steps: [],
-        traceParent,
-        createTime: t,
-        updateTime: t,
-      }));
+      const runs = matched.map((m) => queuedRun({ tenantId: source.tenantId, agentId: m.agentId, triggerId: m.id, eventId, traceParent }, t));
       const commit = tracer().startSpan("commit event");
       const result = await store.webhooks
         .ingest(

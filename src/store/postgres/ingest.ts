@@ -1,5 +1,5 @@
 import type { TransactionSql } from "postgres";
-import { StoreQuotaError, StoreUnavailableError } from "../errors.js";
+import { StoreUnavailableError } from "../errors.js";
 import type { EventInsert, TriggerRow, WebhookSourceRow } from "../rows.js";
 import { within } from "./deadline.js";
 import { pg, toStoreError } from "./errors.js";
@@ -9,14 +9,8 @@ import { tableReader } from "./repos.js";
 import { insertRunRecords, queueRuns, runRecord, wakeWorkers } from "./runs.js";
 import * as schema from "./schema.js";
 import type { GroupCommitOptions } from "../group-commit.js";
-import type { IngestItem, IngestResult, WebhookStore } from "../store.js";
-
-interface Pending {
-  item: IngestItem;
-  windowMs: number;
-  resolve: (r: IngestResult) => void;
-  reject: (e: unknown) => void;
-}
+import { batchedIngest, OVER_QUOTA, settle, settleEach, type ItemOutcome, type Outcome, type PendingIngest, type Tally } from "../ingest-batch.js";
+import type { IngestResult, WebhookStore } from "../store.js";
 
 // Events as records of a JSON array (see runs.ts), inserted unless the
 // unique index on (source, idempotency key) holds the key already.
@@ -55,7 +49,7 @@ const INSERT_ALL = `
 // event. An event whose key is held by an event older than its window
 // releases the key (set null on the old event) and is inserted. Then the runs
 // of every inserted event, in one multi-row insert.
-async function ingestBatch(tx: TransactionSql, batch: Pending[]): Promise<IngestResult[]> {
+async function ingestBatch(tx: TransactionSql, batch: PendingIngest[]): Promise<IngestResult[]> {
   const results: IngestResult[] = new Array<IngestResult>(batch.length);
   const inserted: number[] = [];
   let pending = batch.map((_, i) => i);
@@ -63,18 +57,18 @@ async function ingestBatch(tx: TransactionSql, batch: Pending[]): Promise<Ingest
   // conflicting event vanished meanwhile); the next round inserts those.
   for (let round = 0; pending.length; round++) {
     if (round === 3) throw new Error("event insert kept conflicting on its idempotency key");
-    const records = JSON.stringify(pending.map((i) => eventRecord(batch[i]!.item.event)));
+    const records = JSON.stringify(pending.map((i) => eventRecord(batch[i]!.write.item.event)));
     const ids = new Set((await tx.unsafe<{ id: string }[]>(INSERT_EVENTS, [records], { prepare: true })).map((r) => r.id));
     const conflicted: number[] = [];
     for (const i of pending) {
-      const e = batch[i]!.item.event;
+      const e = batch[i]!.write.item.event;
       if (ids.has(e.id)) {
         results[i] = { duplicate: false, eventId: e.id };
         inserted.push(i);
       } else conflicted.push(i);
     }
     if (!conflicted.length) break;
-    const events = conflicted.map((i) => batch[i]!.item.event);
+    const events = conflicted.map((i) => batch[i]!.write.item.event);
     const existing = new Map<string, { id: string; receiveTime: number }>();
     for (const row of await tx<{ id: string; sourceId: string; key: string; receiveTime: number }[]>`
         select id, source_id as "sourceId", idempotency_key as key, receive_time as "receiveTime" from events
@@ -84,7 +78,7 @@ async function ingestBatch(tx: TransactionSql, batch: Pending[]): Promise<Ingest
     pending = [];
     const release = new Set<string>();
     for (const i of conflicted) {
-      const { item, windowMs } = batch[i]!;
+      const { item, windowMs } = batch[i]!.write;
       const e = item.event;
       const held = existing.get(`${e.sourceId}\n${e.idempotencyKey}`);
       if (held && held.receiveTime > e.receiveTime - windowMs) results[i] = { duplicate: true, eventId: held.id };
@@ -97,27 +91,20 @@ async function ingestBatch(tx: TransactionSql, batch: Pending[]): Promise<Ingest
   }
   await queueRuns(
     tx,
-    inserted.flatMap((i) => batch[i]!.item.runs),
+    inserted.flatMap((i) => batch[i]!.write.item.runs),
   );
   return results;
 }
 
-// An item refused by its tenant's queued-runs cap: nothing of it was stored.
-const OVER_QUOTA = Symbol("over quota");
-type Outcome = IngestResult | typeof OVER_QUOTA;
-
-const capped = ({ item }: Pending) => item.runs.length > 0 && (item.maxQueuedRuns ?? Infinity) !== Infinity;
-
-// Queued runs per tenant as of this point of a transaction.
-type Tally = Map<string, number>;
+const capped = ({ write: { item } }: PendingIngest) => item.runs.length > 0 && (item.maxQueuedRuns ?? Infinity) !== Infinity;
 
 // Takes the queued-runs lock of every tenant whose runs the batch caps (the
 // lock RunAgent and schedule slots take too), then counts their queued runs:
 // the count is a statement after the lock, so (read committed) it sees every
 // run committed by whoever held the lock before. Every replica then counts
 // and inserts a tenant's runs one transaction at a time.
-async function lockAndCount(tx: TransactionSql, batch: Pending[]): Promise<Tally> {
-  const tenants = [...new Set(batch.filter(capped).map((p) => p.item.event.tenantId))].sort();
+async function lockAndCount(tx: TransactionSql, batch: PendingIngest[]): Promise<Tally> {
+  const tenants = [...new Set(batch.filter(capped).map((p) => p.write.item.event.tenantId))].sort();
   const tally: Tally = new Map(tenants.map((t) => [t, 0]));
   if (!tenants.length) return tally;
   await lockTenantScopes(tx, "queued_runs", tenants);
@@ -130,7 +117,7 @@ async function lockAndCount(tx: TransactionSql, batch: Pending[]): Promise<Tally
 // Whether the item's runs fit its tenant's cap; if so they are counted. An
 // item that turns out a duplicate keeps its count until the commit (the cap
 // errs towards refusing).
-function reserve({ item }: Pending, tally: Tally): boolean {
+function reserve({ write: { item } }: PendingIngest, tally: Tally): boolean {
   if (!item.runs.length) return true;
   const queued = tally.get(item.event.tenantId) ?? 0;
   if (queued + item.runs.length > (item.maxQueuedRuns ?? Infinity)) return false;
@@ -140,18 +127,18 @@ function reserve({ item }: Pending, tally: Tally): boolean {
 
 // INSERT_ALL inside the caller's transaction, then the items that met a
 // stored key (ingestBatch); results in the batch's order.
-async function insertAll(tx: TransactionSql, batch: Pending[]): Promise<IngestResult[]> {
-  const events = JSON.stringify(batch.map((p) => eventRecord(p.item.event)));
-  const runs = JSON.stringify(batch.flatMap((p) => p.item.runs.map(runRecord)));
+async function insertAll(tx: TransactionSql, batch: PendingIngest[]): Promise<IngestResult[]> {
+  const events = JSON.stringify(batch.map((p) => eventRecord(p.write.item.event)));
+  const runs = JSON.stringify(batch.flatMap((p) => p.write.item.runs.map(runRecord)));
   const inserted = new Set((await tx.unsafe<{ id: string }[]>(INSERT_ALL, [events, runs], { prepare: true })).map((r) => r.id));
-  const conflicted = batch.filter((p) => !inserted.has(p.item.event.id));
-  const settled = new Map<Pending, IngestResult>();
+  const conflicted = batch.filter((p) => !inserted.has(p.write.item.event.id));
+  const settled = new Map<PendingIngest, IngestResult>();
   if (conflicted.length) for (const [i, r] of (await ingestBatch(tx, conflicted)).entries()) settled.set(conflicted[i]!, r);
-  return batch.map((p) => settled.get(p) ?? { duplicate: false, eventId: p.item.event.id });
+  return batch.map((p) => settled.get(p) ?? { duplicate: false, eventId: p.write.item.event.id });
 }
 
 const compare = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
-const byKey = ({ item: { event: x } }: Pending, { item: { event: y } }: Pending): number =>
+const byKey = ({ write: { item: { event: x } } }: PendingIngest, { write: { item: { event: y } } }: PendingIngest): number =>
   compare(x.sourceId, y.sourceId) || compare(x.idempotencyKey ?? "", y.idempotencyKey ?? "");
 
 function isUnavailable(err: unknown): boolean {
@@ -173,17 +160,14 @@ export function createPgWebhookStore(sql: Sql, options: GroupCommitOptions, time
     where t.tenant_id = $1 and t.kind = 'webhook' and (t.source_id = $2 or t.source_id is null) and t.enabled and a.enabled`;
   type Candidate = Omit<TriggerRow, "tenantId" | "enabled" | "kind" | "filterError" | "filterErrorTime">;
 
-  const queue: Pending[] = [];
-  let scheduled = false;
-  let committing = false;
-
   // The common case: the whole batch in one statement (INSERT_ALL), then
   // the items that met a stored key in one transaction. A batch with capped
   // runs is one transaction: the tenants' locks and counts, then the same
   // statement for the items within their caps. An item error (a constraint,
   // bad data) rolls its statement back and the batch is committed again item
-  // by item, each in a savepoint, so one bad item fails alone.
-  async function commit(batch: Pending[]) {
+  // by item, each in a savepoint, so one bad item fails alone. An
+  // unavailable database fails what is left of the batch (batchedIngest).
+  async function commit(batch: PendingIngest[]) {
     // Every replica inserts keys in one order: two batches holding the same
     // keys then wait on each other's first shared key instead of each
     // holding one the other needs (a deadlock).
@@ -193,84 +177,48 @@ export function createPgWebhookStore(sql: Sql, options: GroupCommitOptions, time
         const outcomes = await sql.begin(async (tx) => {
           const tally = await lockAndCount(tx, batch);
           const admitted = batch.filter((p) => reserve(p, tally));
-          const results = new Map<Pending, IngestResult>();
+          const results = new Map<PendingIngest, IngestResult>();
           if (admitted.length) for (const [i, r] of (await insertAll(tx, admitted)).entries()) results.set(admitted[i]!, r);
           return batch.map((p): Outcome => results.get(p) ?? OVER_QUOTA);
         });
         batch.forEach((p, i) => settle(p, outcomes[i]!));
         return;
       }
-      const events = JSON.stringify(batch.map((p) => eventRecord(p.item.event)));
-      const runs = JSON.stringify(batch.flatMap((p) => p.item.runs.map(runRecord)));
+      const events = JSON.stringify(batch.map((p) => eventRecord(p.write.item.event)));
+      const runs = JSON.stringify(batch.flatMap((p) => p.write.item.runs.map(runRecord)));
       const inserted = new Set((await within(sql.unsafe<{ id: string }[]>(INSERT_ALL, [events, runs], { prepare: true }), timeoutMs)).map((r) => r.id));
-      const conflicted = batch.filter((p) => !inserted.has(p.item.event.id));
-      for (const p of batch) if (inserted.has(p.item.event.id)) p.resolve({ duplicate: false, eventId: p.item.event.id });
+      const conflicted = batch.filter((p) => !inserted.has(p.write.item.event.id));
+      for (const p of batch) if (inserted.has(p.write.item.event.id)) p.resolve({ duplicate: false, eventId: p.write.item.event.id });
       if (!conflicted.length) return;
       batch = conflicted;
       const results = await sql.begin((tx) => ingestBatch(tx, batch));
       batch.forEach((p, i) => p.resolve(results[i]!));
       return;
     } catch (err) {
-      if (isUnavailable(err)) return failBatch(batch, err);
+      if (isUnavailable(err)) throw err;
     }
-    let outcomes: ({ ok: true; result: Outcome } | { ok: false; error: unknown })[];
-    try {
-      outcomes = await sql.begin(async (tx) => {
-        const tally = await lockAndCount(tx, batch);
-        const each: typeof outcomes = [];
-        for (const p of batch) {
-          // The item's runs count only once its savepoint is released.
-          const mine: Tally = new Map(tally);
-          if (!reserve(p, mine)) {
-            each.push({ ok: true, result: OVER_QUOTA });
-            continue;
-          }
-          try {
-            const [result] = await tx.savepoint((sp) => ingestBatch(sp, [p]));
-            for (const [tenantId, n] of mine) tally.set(tenantId, n);
-            each.push({ ok: true, result: result! });
-          } catch (error) {
-            if (isUnavailable(error)) throw error;
-            each.push({ ok: false, error });
-          }
+    const outcomes = await sql.begin(async (tx) => {
+      const tally = await lockAndCount(tx, batch);
+      const each: ItemOutcome[] = [];
+      for (const p of batch) {
+        // The item's runs count only once its savepoint is released.
+        const mine: Tally = new Map(tally);
+        if (!reserve(p, mine)) {
+          each.push({ ok: true, result: OVER_QUOTA });
+          continue;
         }
-        return each;
-      });
-    } catch (err) {
-      return failBatch(batch, err);
-    }
-    outcomes.forEach((o, i) => (o.ok ? settle(batch[i]!, o.result) : batch[i]!.reject(toStoreError(o.error))));
-  }
-
-  const settle = (p: Pending, outcome: Outcome) =>
-    outcome === OVER_QUOTA ? p.reject(new StoreQuotaError("the tenant's queued runs are at their cap")) : p.resolve(outcome);
-
-  function failBatch(batch: Pending[], err: unknown) {
-    const error = new StoreUnavailableError(`ingest commit failed: ${(err as Error).message}`);
-    for (const p of batch) p.reject(error);
-  }
-
-  // One commit in flight at a time: what arrives meanwhile waits and forms
-  // the next batch.
-  async function flush() {
-    scheduled = false;
-    if (committing) return;
-    const batch = queue.splice(0, options.maxBatch);
-    if (!batch.length) return;
-    committing = true;
-    try {
-      await commit(batch);
-    } finally {
-      committing = false;
-      if (queue.length) void flush();
-    }
-  }
-
-  function schedule() {
-    if (scheduled || committing) return;
-    scheduled = true;
-    if (options.windowMs > 0) setTimeout(() => void flush(), options.windowMs);
-    else setImmediate(() => void flush());
+        try {
+          const [result] = await tx.savepoint((sp) => ingestBatch(sp, [p]));
+          for (const [tenantId, n] of mine) tally.set(tenantId, n);
+          each.push({ ok: true, result: result! });
+        } catch (error) {
+          if (isUnavailable(error)) throw error;
+          each.push({ ok: false, error });
+        }
+      }
+      return each;
+    });
+    settleEach(batch, outcomes, toStoreError);
   }
 
   return {
@@ -291,10 +239,6 @@ export function createPgWebhookStore(sql: Sql, options: GroupCommitOptions, time
           }),
         ),
       ),
-    ingest: (item, idempotencyWindowMs) =>
-      new Promise<IngestResult>((resolve, reject) => {
-        queue.push({ item, windowMs: idempotencyWindowMs, resolve, reject });
-        schedule();
-      }),
+    ingest: batchedIngest(commit, options),
   };
 }

@@ -5,6 +5,7 @@ import { pg } from "./errors.js";
 import { lockTenantScope } from "./locks.js";
 import type { Db, Sql } from "./open.js";
 import type { TenantRow } from "../rows.js";
+import { listQuery, type ExtraCondition } from "../list-query.js";
 import type { ListQuery, TenantRepo, TenantStore } from "../store.js";
 import * as schema from "./schema.js";
 
@@ -40,61 +41,25 @@ export function tableReader(table: PgTable): TableReader {
   };
 }
 
-// Range conditions a list accepts besides the equality filters, e.g. the
-// receive-time window of events: `query[key] op column`.
-export interface ExtraCondition {
-  key: string;
-  column: PgColumn;
-  op: ">=" | "<";
-}
-
-// A parameter bound as Drizzle binds a value for the column (JSON text for
-// jsonb: the driver passes jsonb parameters through as given).
-const encode = (column: PgColumn, value: unknown): unknown => (value === null ? null : column.mapToDriverValue(value));
-
 export function tenantRepo<T extends TenantScopedTable, Row, Insert>(
   sql: Sql,
   db: Db,
   table: T,
   // Reads are cancelled past it (see deadline.ts).
   timeoutMs: number,
-  extra: ExtraCondition[] = [],
+  extra: ExtraCondition<PgColumn>[] = [],
 ): { repo: TenantRepo<Row, Insert>; reader: TableReader } {
   const reader = tableReader(table);
   const { col } = reader;
+  const listed = { ...reader, id: table.id, tenantId: table.tenantId };
   const get = `${reader.select} where ${col(table.tenantId)} = $1 and ${col(table.id)} = $2`;
   const byId = (tenantId: string, id: string) => and(eq(table.tenantId, tenantId), eq(table.id, id));
   const name = getTableName(table);
   const repo: TenantRepo<Row, Insert> = {
     list: (tenantId, query) =>
       pg(async () => {
-        const conds = [`${col(table.tenantId)} = $1`];
-        const params: unknown[] = [tenantId];
-        const bind = (value: unknown) => `$${params.push(value)}`;
-        if (query.beforeId) conds.push(`${col(table.id)} < ${bind(query.beforeId)}`);
-        let order = `${col(table.id)} desc`;
-        if (query.after) {
-          const by = query.after.by === undefined ? undefined : reader.column(query.after.by);
-          if (query.after.by !== undefined && !by) throw new Error(`unknown order column ${query.after.by}`);
-          // A row comparison: an index on (tenant_id, by, id) serves it as one range.
-          if (by) conds.push(`(${col(by)}, ${col(table.id)}) > (${bind(query.after.value ?? 0)}, ${bind(query.after.id)})`);
-          else conds.push(`${col(table.id)} > ${bind(query.after.id)}`);
-          order = by ? `${col(by)}, ${col(table.id)}` : col(table.id);
-        }
-        for (const [key, value] of Object.entries(query.where ?? {})) {
-          if (value === undefined) continue;
-          const column = reader.column(key);
-          if (!column) throw new Error(`unknown filter column ${key}`);
-          conds.push(`${col(column)} = ${bind(encode(column, value))}`);
-        }
-        for (const { key, column, op } of extra) {
-          const value = (query as unknown as Record<string, unknown>)[key];
-          if (value === undefined) continue;
-          conds.push(`${col(column)} ${op} ${bind(encode(column, value))}`);
-        }
-        const text = `${reader.select} where ${conds.join(" and ")} order by ${order} limit ${bind(query.limit)}`;
-        // The filter keys a service passes are fixed in code: few shapes, each prepared once.
-        return [...(await within(sql.unsafe(text, params as never[], { prepare: true }), timeoutMs))] as Row[]; // rows already in the Row shape (see tableReader)
+        const { text, params } = listQuery(listed, extra, (n) => `$${n}`, tenantId, query);
+        return [...(await within(sql.unsafe(`${reader.select} ${text}`, params as never[], { prepare: true }), timeoutMs))] as Row[]; // rows already in the Row shape (see tableReader)
       }),
     get: (tenantId, id) => pg(async () => (await within(sql.unsafe(get, [tenantId, id], { prepare: true }), timeoutMs))[0] as Row | undefined),
     insert: (row) => pg(async () => (await db.insert(table).values(row as T["$inferInsert"]).returning())[0] as Row),

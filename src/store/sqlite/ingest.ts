@@ -1,31 +1,16 @@
 import type Database from "better-sqlite3";
-import { StoreQuotaError, StoreUnavailableError } from "../errors.js";
 import type { TriggerRow, WebhookSourceRow } from "../rows.js";
 import { run, toStoreError } from "./errors.js";
 import { prepareQueuedCount, prepareRunInsert } from "./queue.js";
 import type { GroupCommitOptions } from "../group-commit.js";
-import type { IngestItem, IngestResult, WebhookStore } from "../store.js";
-
-interface Pending {
-  item: IngestItem;
-  windowMs: number;
-  resolve: (r: IngestResult) => void;
-  reject: (e: unknown) => void;
-}
+import { batchedIngest, OVER_QUOTA, settle, settleEach, type ItemOutcome, type Outcome, type PendingIngest, type Tally } from "../ingest-batch.js";
+import type { IngestItem, WebhookStore } from "../store.js";
 
 // Thrown out of the whole-batch transaction when one item failed, so that
-// flush() tells an item's failure (retry item by item) from a failed commit.
+// commit() tells an item's failure (retry item by item) from a failed commit.
 class ItemFailed {
   constructor(readonly error: unknown) {}
 }
-
-// An item refused by its tenant's queued-runs cap: nothing of it was stored.
-const OVER_QUOTA = Symbol("over quota");
-type Outcome = IngestResult | typeof OVER_QUOTA;
-
-// Queued runs per tenant as of this point of a transaction: counted once per
-// tenant, then raised by the runs the transaction inserts.
-type Tally = Map<string, number>;
 
 export function createSqliteWebhookStore(raw: Database.Database, options: GroupCommitOptions): WebhookStore {
   // Every statement of the hot path is prepared once. Rows come back as arrays
@@ -124,7 +109,7 @@ export function createSqliteWebhookStore(raw: Database.Database, options: GroupC
   // queues runs between the count and the insert). Then insert; the unique
   // index on (source, key) decides, so concurrent posts of one key store one
   // event. A key older than the window is released.
-  function ingestOne({ item, windowMs }: Pending, tally: Tally): Outcome {
+  function ingestOne({ write: { item, windowMs } }: PendingIngest, tally: Tally): Outcome {
     const e = item.event;
     const queued = item.runs.length ? (tally.get(e.tenantId) ?? queuedCount.get(e.tenantId)!) : 0;
     if (queued + item.runs.length > (item.maxQueuedRuns ?? Infinity)) return OVER_QUOTA;
@@ -143,7 +128,7 @@ export function createSqliteWebhookStore(raw: Database.Database, options: GroupC
   // The common case: the whole batch in one transaction, no savepoints. An
   // item that throws rolls the whole transaction back (nothing of the batch is
   // stored) and the batch is committed again by commitEach.
-  const commitAll = raw.transaction((batch: Pending[]) => {
+  const commitAll = raw.transaction((batch: PendingIngest[]) => {
     const tally: Tally = new Map();
     return batch.map((p) => {
       try {
@@ -156,10 +141,10 @@ export function createSqliteWebhookStore(raw: Database.Database, options: GroupC
   // Each item in its own savepoint: one bad item fails alone, the batch
   // commits. The item's own tally, merged once its savepoint is released, so
   // a rolled-back item's runs are not counted.
-  const ingestItem = raw.transaction((p: Pending, tally: Tally) => ingestOne(p, tally));
-  const commitEach = raw.transaction((batch: Pending[]) => {
+  const ingestItem = raw.transaction((p: PendingIngest, tally: Tally) => ingestOne(p, tally));
+  const commitEach = raw.transaction((batch: PendingIngest[]) => {
     const tally: Tally = new Map();
-    return batch.map((p): { ok: true; result: Outcome } | { ok: false; error: unknown } => {
+    return batch.map((p): ItemOutcome => {
       const mine: Tally = new Map(tally);
       try {
         const result = ingestItem(p, mine);
@@ -171,46 +156,18 @@ export function createSqliteWebhookStore(raw: Database.Database, options: GroupC
     });
   });
 
-  const settle = (p: Pending, outcome: Outcome) =>
-    outcome === OVER_QUOTA ? p.reject(new StoreQuotaError("the tenant's queued runs are at their cap")) : p.resolve(outcome);
-
-  const queue: Pending[] = [];
-  let scheduled = false;
-
-  function flush() {
-    scheduled = false;
-    const batch = queue.splice(0, options.maxBatch);
-    if (queue.length) schedule();
-    if (!batch.length) return;
+  // Immediate: the write lock from BEGIN, so the quota's count and the
+  // inserts see one state of the database. An error other than an item's
+  // rolled the whole transaction back: nothing of the batch was stored.
+  function commit(batch: PendingIngest[]): void {
     try {
-      // Immediate: the write lock from BEGIN, so the quota's count and the
-      // inserts see one state of the database.
       const results = commitAll.immediate(batch);
       batch.forEach((p, i) => settle(p, results[i]!));
       return;
     } catch (err) {
-      // The whole transaction rolled back: nothing of the batch was stored.
-      if (!(err instanceof ItemFailed)) return failBatch(batch, err);
+      if (!(err instanceof ItemFailed)) throw err;
     }
-    let outcomes: ReturnType<typeof commitEach>;
-    try {
-      outcomes = commitEach.immediate(batch);
-    } catch (err) {
-      return failBatch(batch, err);
-    }
-    outcomes.forEach((o, i) => (o.ok ? settle(batch[i]!, o.result) : batch[i]!.reject(toStoreError(o.error))));
-  }
-
-  function failBatch(batch: Pending[], err: unknown) {
-    const error = new StoreUnavailableError(`ingest commit failed: ${(err as Error).message}`);
-    for (const p of batch) p.reject(error);
-  }
-
-  function schedule() {
-    if (scheduled) return;
-    scheduled = true;
-    if (options.windowMs > 0) setTimeout(flush, options.windowMs);
-    else setImmediate(flush);
+    settleEach(batch, commitEach.immediate(batch), toStoreError);
   }
 
   return {
@@ -226,13 +183,6 @@ export function createSqliteWebhookStore(raw: Database.Database, options: GroupC
       }),
     matchCandidates: (tenantId, sourceId) =>
       run(() => candidates.all(tenantId, sourceId).map((v) => triggerRow(tenantId, sourceId, v))),
-    ingest: (item, idempotencyWindowMs) =>
-      new Promise<IngestResult>((resolve, reject) => {
-        queue.push({ item, windowMs: idempotencyWindowMs, resolve, reject });
-        if (queue.length >= options.maxBatch) {
-          scheduled = false;
-          flush();
-        } else schedule();
-      }),
+    ingest: batchedIngest(commit, options),
   };
 }

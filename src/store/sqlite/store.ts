@@ -15,6 +15,7 @@ import type * as rows from "../rows.js";
 import * as schema from "./schema.js";
 import { migrateSqlite, openSqlite, type Db, type SqliteOptions } from "./open.js";
 import { SqliteSignals, type SqliteSignalOptions } from "./signals.js";
+import { listQuery, type ExtraCondition } from "../list-query.js";
 import type { CachedTable, EventQuery, RunQueue, ScheduleStore, Store, TenantRepo, WebhookStore } from "../store.js";
 
 interface TenantScopedTable extends SQLiteTable {
@@ -70,28 +71,18 @@ function lazy<S>(prepare: () => S): () => S {
   return () => (stmt ??= prepare());
 }
 
-// How a parameter binds: what Drizzle's eq/lt/gte do with a value for a column.
-const encode = (column: SQLiteColumn, value: unknown): unknown => (value === null ? null : column.mapToDriverValue(value));
-
-// Range conditions a list accepts besides the equality filters, e.g. the
-// receive-time window of events: `query[key] op column`.
-interface ExtraCondition {
-  key: string;
-  column: SQLiteColumn;
-  op: ">=" | "<";
-}
-
 const MAX_LIST_SHAPES = 256;
 
 function tenantRepo<T extends TenantScopedTable, Row, Insert>(
   db: Db,
   raw: Database.Database,
   table: T,
-  extra: ExtraCondition[] = [],
+  extra: ExtraCondition<SQLiteColumn>[] = [],
 ) {
   const reader = tableReader<Row>(raw, table);
   const col = (c: SQLiteColumn) => `${reader.table}.${quote(c.name)}`;
   const select = `select ${reader.columns} from ${reader.table}`;
+  const listed = { id: table.id, tenantId: table.tenantId, column: reader.column, col };
   const getStmt = lazy(() => reader.prepare(`${select} where ${col(table.tenantId)} = ? and ${col(table.id)} = ?`));
   // One statement per combination of conditions present (the filter keys a
   // service passes are fixed in code, so there are few).
@@ -109,37 +100,8 @@ function tenantRepo<T extends TenantScopedTable, Row, Insert>(
   const repo: TenantRepo<Row, Insert> = {
     list: (tenantId, query) =>
       run(() => {
-        const conds = [`${col(table.tenantId)} = ?`];
-        const params: unknown[] = [tenantId];
-        if (query.beforeId) {
-          conds.push(`${col(table.id)} < ?`);
-          params.push(query.beforeId);
-        }
-        let order = `${col(table.id)} desc`;
-        if (query.after) {
-          const by = query.after.by === undefined ? undefined : reader.column(query.after.by);
-          if (query.after.by !== undefined && !by) throw new Error(`unknown order column ${query.after.by}`);
-          // A row value: SQLite seeks an index on (tenant_id, by, id) with it.
-          conds.push(by ? `(${col(by)}, ${col(table.id)}) > (?, ?)` : `${col(table.id)} > ?`);
-          if (by) params.push(query.after.value ?? 0);
-          params.push(query.after.id);
-          order = by ? `${col(by)}, ${col(table.id)}` : col(table.id);
-        }
-        for (const [key, value] of Object.entries(query.where ?? {})) {
-          if (value === undefined) continue;
-          const column = reader.column(key);
-          if (!column) throw new Error(`unknown filter column ${key}`);
-          conds.push(`${col(column)} = ?`);
-          params.push(encode(column, value));
-        }
-        for (const { key, column, op } of extra) {
-          const value = (query as unknown as Record<string, unknown>)[key];
-          if (value === undefined) continue;
-          conds.push(`${col(column)} ${op} ?`);
-          params.push(encode(column, value));
-        }
-        params.push(query.limit);
-        const sql = `${select} where ${conds.join(" and ")} order by ${order} limit ?`;
+        const { text, params } = listQuery(listed, extra, () => "?", tenantId, query);
+        const sql = `${select} ${text}`;
         let stmt = listStmts.get(sql);
         if (!stmt) {
           if (listStmts.size >= MAX_LIST_SHAPES) listStmts.clear();

@@ -1,0 +1,65 @@
+// A tenant's list page as SQL, for either engine: the keyset conditions, the
+// filters and the order of TenantRepo.list.
+import type { Column } from "drizzle-orm";
+import type { ListQuery } from "./store.js";
+
+// Range conditions a list accepts besides the equality filters, e.g. the
+// receive-time window of events: `query[key] op column`.
+export interface ExtraCondition<C extends Column> {
+  key: string;
+  column: C;
+  op: ">=" | "<";
+}
+
+// The table's columns as the engine names them in SQL.
+export interface ListedTable<C extends Column> {
+  id: C;
+  tenantId: C;
+  // The column of a row key; undefined for a key that is none.
+  column(key: string): C | undefined;
+  // A column, qualified by its table, quoted.
+  col(column: C): string;
+}
+
+// A parameter bound as Drizzle binds a value for the column (JSON text for a
+// JSON column: both drivers pass it through as given).
+const encode = (column: Column, value: unknown): unknown => (value === null ? null : column.mapToDriverValue(value));
+
+// What follows `select … from table`: `where … order by … limit …`, with its
+// parameters in order. `placeholder(n)` is the engine's n-th parameter (`$n`
+// or `?`). The filter keys a service passes are fixed in code, so the texts
+// are few, and each engine prepares each once.
+export function listQuery<C extends Column, Row>(
+  table: ListedTable<C>,
+  extra: ExtraCondition<C>[],
+  placeholder: (n: number) => string,
+  tenantId: string,
+  query: ListQuery<Row>,
+): { text: string; params: unknown[] } {
+  const { col } = table;
+  const params: unknown[] = [tenantId];
+  const bind = (value: unknown) => placeholder(params.push(value));
+  const conds = [`${col(table.tenantId)} = ${placeholder(1)}`];
+  if (query.beforeId) conds.push(`${col(table.id)} < ${bind(query.beforeId)}`);
+  let order = `${col(table.id)} desc`;
+  if (query.after) {
+    const by = query.after.by === undefined ? undefined : table.column(query.after.by);
+    if (query.after.by !== undefined && !by) throw new Error(`unknown order column ${query.after.by}`);
+    // A row comparison: an index on (tenant_id, by, id) serves it as one range.
+    if (by) conds.push(`(${col(by)}, ${col(table.id)}) > (${bind(query.after.value ?? 0)}, ${bind(query.after.id)})`);
+    else conds.push(`${col(table.id)} > ${bind(query.after.id)}`);
+    order = by ? `${col(by)}, ${col(table.id)}` : col(table.id);
+  }
+  for (const [key, value] of Object.entries(query.where ?? {})) {
+    if (value === undefined) continue;
+    const column = table.column(key);
+    if (!column) throw new Error(`unknown filter column ${key}`);
+    conds.push(`${col(column)} = ${bind(encode(column, value))}`);
+  }
+  for (const { key, column, op } of extra) {
+    const value = (query as unknown as Record<string, unknown>)[key];
+    if (value === undefined) continue;
+    conds.push(`${col(column)} ${op} ${bind(encode(column, value))}`);
+  }
+  return { text: `where ${conds.join(" and ")} order by ${order} limit ${bind(query.limit)}`, params };
+}
