@@ -1,6 +1,6 @@
 // The variables a newcomer sets first: config.ts reads them by these names
 // and defaults, and `agentplane serve --help` and `dev --help` list them from
-// here. No imports, so `--help` loads nothing else. The README's
+// here. No imports, so `--help` loads nothing else. The
 // configuration table (docs/reference/configuration.md) lists every variable.
 
 export interface ConfigVariable {

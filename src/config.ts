@@ -1,5 +1,6 @@
 // Configuration from AGENTPLANE_* environment variables. Every variable is
-// listed in the README's configuration table; keep the two in step.
+// listed in the configuration table (docs/reference/configuration.md); keep the
+// two in step.
 import { existsSync, readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { join, resolve } from "node:path";

@@ -31,7 +31,7 @@ const COMMANDS: Command[] = [
     args: [],
     synopsis: "[--role api|worker|all]",
     help: [
-      "run the service, configured by AGENTPLANE_* variables (see the README)",
+      "run the service, configured by AGENTPLANE_* variables (docs/reference/configuration.md)",
       "--role api|worker|all   api: HTTP only, worker: executes runs, all (default): both",
     ],
     options: { role: { type: "string" } },
