@@ -4,7 +4,7 @@ import { AgentSchema, type Agent } from "../../gen/platform/v1/agent_pb.js";
 import { newId } from "../lib/ids.js";
 import { currentTraceParent } from "../lib/tracing.js";
 import type { AgentRow, AgentSpec, SkillRow } from "../store/rows.js";
-import { failedPrecondition, fromStoreError, invalidArgument, nameTaken, notFound } from "./errors.js";
+import { failedPrecondition, fromStoreError, invalidArgument, notFound } from "./errors.js";
 import { checkHttpUrl, checkJsonata } from "./expressions.js";
 import { applyUpdateMask } from "./field-mask.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
@@ -184,14 +184,7 @@ export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonM
       const id = newId("agt");
       const t = now();
       const cols = await columns(tenant.id, agent ?? create(AgentSchema), id, null, true);
-      const row = await insertWithinQuota(
-        store.agents,
-        { id, tenantId: tenant.id, ...cols, createTime: t, updateTime: t },
-        tenant,
-        quotas,
-        "agents",
-        nameTaken("agent.name", "agent", cols.name, tenant),
-      );
+      const row = await insertWithinQuota(store.agents, { id, tenantId: tenant.id, ...cols, createTime: t, updateTime: t }, tenant, quotas, "agents");
       return { agent: { ...agentMessage(row), tenant: tenant.slug } };
     },
     async updateAgent({ agent, updateMask }, call) {
@@ -201,7 +194,7 @@ export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonM
       const { merged, paths } = applyUpdateMask(AgentSchema, agentMessage(row), agent, updateMask, UPDATABLE);
       const plan = paths.some((p) => ["steps", "model", "skill_ids"].includes(p.split(".")[0]!));
       const cols = await columns(tenant.id, merged, row.id, row.modelApiKey, plan);
-      const updated = await store.agents.update(tenant.id, row.id, { ...cols, updateTime: now() }).catch(nameTaken("agent.name", "agent", cols.name, tenant));
+      const updated = await store.agents.update(tenant.id, row.id, { ...cols, updateTime: now() }).catch(fromStoreError);
       if (!updated) throw notFound("agent", agent.id);
       return { agent: { ...agentMessage(updated), tenant: tenant.slug } };
     },

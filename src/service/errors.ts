@@ -17,13 +17,6 @@ export const permissionDenied = (message: string) => new ConnectError(message, C
 export const quotaExceeded = (tenant: string, limit: number, what: string, variable: string) =>
   new ConnectError(`tenant ${tenant} has ${limit} ${what}, the limit (${variable})`, Code.ResourceExhausted);
 
-// Names are unique per tenant for agents, skills and webhook sources (a
-// unique index in both engines): a write that would repeat one is refused
-// naming the field, as a validation error names it. For `.catch()` on the
-// insert or update that writes the name.
-export const nameTaken = (field: string, kind: string, name: string, tenant: { slug: string }) => (err: unknown) =>
-  fromStoreError(err, `${field}: ${kind} "${name}" already exists in tenant "${tenant.slug}"`);
-
 // Store failures become API errors; anything unrecognised is rethrown as is
 // (the surfaces turn it into `internal` without detail).
 export function fromStoreError(err: unknown, conflictMessage = "already exists"): never {
