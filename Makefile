@@ -127,7 +127,8 @@ $(NODE24_SQLITE): $(NODE24_PACKAGE)/bin/node $(NPM_INSTALL_STAMP)
 	rm -rf dist/node24/node_modules/better-sqlite3 && mkdir -p dist/node24/node_modules
 	cp -r node_modules/better-sqlite3 dist/node24/node_modules/
 	rm -rf dist/node24/node_modules/better-sqlite3/build
-	cd dist/node24/node_modules/better-sqlite3 && npm_config_nodedir=$(CURDIR)/$(NODE24_PACKAGE) npm run --silent build-release >/dev/null
+	cd dist/node24/node_modules/better-sqlite3 && npm_config_nodedir=$(CURDIR)/$(NODE24_PACKAGE) npm run --silent build-release \
+	  >../../build.log 2>&1 || { cat ../../build.log; exit 1; }
 
 node24: $(NODE24_SQLITE)
 
