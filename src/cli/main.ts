@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { parseArgs, type ParseArgsConfig } from "node:util";
+import { DEV_VARIABLES, SERVE_VARIABLES, type ConfigVariable } from "../config-variables.js";
 import { TOKEN_ENDPOINT_AUTH_METHODS } from "../integrations/mcp-client/token-endpoint-auth-methods.js";
 
 // Each command loads what it needs when it runs (`import()` below): `--help`,
@@ -17,6 +18,8 @@ interface Command {
   // Lines under the usage line: what it does, then each option.
   help: string[];
   options: Options;
+  // The AGENTPLANE_* variables its --help lists.
+  environment?: readonly ConfigVariable[];
   run(args: string[], values: Values): Promise<void>;
 }
 
@@ -28,10 +31,11 @@ const COMMANDS: Command[] = [
     args: [],
     synopsis: "[--role api|worker|all]",
     help: [
-      "run the service, configured by AGENTPLANE_* variables (see the README)",
+      "run the service, configured by AGENTPLANE_* variables (docs/reference/configuration.md)",
       "--role api|worker|all   api: HTTP only, worker: executes runs, all (default): both",
     ],
     options: { role: { type: "string" } },
+    environment: SERVE_VARIABLES,
     run: async (_args, v) => (await import("./serve.js")).serve(str(v.role)),
   },
   {
@@ -40,6 +44,7 @@ const COMMANDS: Command[] = [
     synopsis: "",
     help: ["run locally: SQLite in ./data, embedded token issuer, a dev tenant"],
     options: {},
+    environment: DEV_VARIABLES,
     run: async () => (await import("./serve.js")).dev(),
   },
   {
@@ -150,13 +155,26 @@ const COMMANDS: Command[] = [
 ];
 
 const usageLine = (c: Command) => `agentplane ${c.name}${c.synopsis ? ` ${c.synopsis}` : ""}`;
-const USAGE = `usage:\n${COMMANDS.map((c) => `  ${usageLine(c)}\n      ${c.help[0]}`).join("\n")}\n\n'agentplane <command> --help' describes a command.`;
-const commandUsage = (c: Command) => `usage: ${usageLine(c)}\n${c.help.map((l) => `  ${l}`).join("\n")}`;
+const listing = (commands: Command[]) => commands.map((c) => `  ${usageLine(c)}\n      ${c.help[0]}`).join("\n");
+const USAGE = `usage:\n${listing(COMMANDS)}\n\n'agentplane <command> --help' describes a command.`;
+const environment = (vars: readonly ConfigVariable[]) => {
+  const width = Math.max(...vars.map((v) => v.name.length));
+  return `\nenvironment (every variable: docs/reference/configuration.md):\n${vars.map((v) => `  ${v.name.padEnd(width)}  ${v.what} (default: ${v.shownDefault})`).join("\n")}`;
+};
+const commandUsage = (c: Command) =>
+  `usage: ${usageLine(c)}\n${c.help.map((l) => `  ${l}`).join("\n")}${c.environment ? environment(c.environment) : ""}`;
+
+// `tenant`, `member`, `source`, `skill`: the first word of the commands
+// that have two, and the commands under each.
+const subCommands = (group: string) => COMMANDS.filter((c) => c.name.startsWith(`${group} `));
+const groupUsage = (group: string) => `usage:\n${listing(subCommands(group))}\n\n'agentplane ${group} <command> --help' describes a command.`;
 
 class UsageError extends Error {
   constructor(
     message: string,
     readonly command?: Command,
+    // The group's listing instead of every command's.
+    readonly group?: string,
   ) {
     super(message);
   }
@@ -166,8 +184,13 @@ async function main(argv: string[]): Promise<void> {
   const words = argv.slice(0, 2).filter((w) => !w.startsWith("-"));
   const command = COMMANDS.find((c) => c.name === words.join(" ") || c.name === words[0]);
   if (!command) {
-    if (!argv.length || argv[0] === "--help" || argv[0] === "-h") return void console.log(USAGE);
-    throw new UsageError(`unknown command "${words.join(" ") || argv[0]}"`);
+    const asksHelp = argv.includes("--help") || argv.includes("-h");
+    if (!argv.length) throw new UsageError("no command given");
+    const group = words[0] !== undefined && subCommands(words[0]).length ? words[0] : undefined;
+    if (asksHelp && !words.length) return void console.log(USAGE);
+    if (asksHelp && group && words.length === 1) return void console.log(groupUsage(group));
+    if (group && words.length === 1) throw new UsageError(`${group} needs a command`, undefined, group);
+    throw new UsageError(`unknown command "${words.join(" ") || argv[0]}"`, undefined, group);
   }
   const rest = argv.slice(command.name.split(" ").length);
   let parsed: { values: Values; positionals: string[] };
@@ -187,7 +210,7 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch(async (err: unknown) => {
-  if (err instanceof UsageError) console.error(`${err.message}\n${err.command ? commandUsage(err.command) : USAGE}`);
+  if (err instanceof UsageError) console.error(`${err.message}\n${err.command ? commandUsage(err.command) : err.group ? groupUsage(err.group) : USAGE}`);
   else if (err instanceof (await import("../config.js")).ConfigError) console.error((err as Error).message);
   else console.error(`agentplane: ${(err as Error).message}`);
   process.exit(err instanceof UsageError ? 2 : 1);

@@ -138,6 +138,8 @@ export async function dev(): Promise<void> {
   const allow = config.outbound.allow.join(", ") || "nothing";
   console.log(`
 agentplane dev is listening on ${base} (data in ${config.dataDir})
+The guide's examples (docs/guide) use this address; in each terminal you run them from:
+  export AGENTPLANE_URL=${base}
 dev client: ${issuer.clientId} / ${issuer.clientSecret}   tenant: dev (the client is its admin)
 outbound: ${allow} allowed, so MCP servers on this machine work as skills (serve allows none unless AGENTPLANE_OUTBOUND_ALLOW says)
 

@@ -1,6 +1,6 @@
 // Every bound on what a tenant may send or keep, in one place: string
 // lengths (characters), counts of repeated fields, JSON nesting, and the
-// per-tenant quotas. The README's "Limits" section lists the same numbers.
+// per-tenant quotas. docs/reference/limits.md lists the same numbers.
 export const MAX_LENGTH = {
   id: 64,
   slug: 63,

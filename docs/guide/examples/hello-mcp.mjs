@@ -1,5 +1,6 @@
 // A tiny MCP server to use as a skill: `node docs/guide/examples/hello-mcp.mjs [port]`
-// serves Streamable HTTP at http://127.0.0.1:<port>/mcp (default 3001) with two
+// serves Streamable HTTP at http://127.0.0.1:<port>/mcp (default: a free port;
+// the first line it prints names the URL) with two
 // tools, `greet` and `add`. With MCP_TOKEN set, every request must carry
 // `Authorization: Bearer <MCP_TOKEN>` (the skill's `static_bearer` mode).
 // It uses the MCP SDK that agentplane itself depends on; run it from the
@@ -9,7 +10,7 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import * as z from "zod";
 
-const port = Number(process.argv[2] ?? 3001);
+const port = Number(process.argv[2] ?? 0);
 const token = process.env.MCP_TOKEN;
 
 function tools() {
@@ -46,4 +47,6 @@ createServer(async (req, res) => {
   res.on("close", () => void server.close());
   await server.connect(transport);
   await transport.handleRequest(req, res);
-}).listen(port, "127.0.0.1", () => console.log(`hello-mcp listening on http://127.0.0.1:${port}/mcp`));
+}).listen(port, "127.0.0.1", function () {
+  console.log(`hello-mcp listening on http://127.0.0.1:${this.address().port}/mcp`);
+});

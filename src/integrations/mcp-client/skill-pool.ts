@@ -34,7 +34,7 @@ export interface SkillPoolOptions {
   now?: () => number;
 }
 
-// Bounds of the pool (README limits table): what a thread keeps for skills
+// Bounds of the pool (docs/reference/limits.md): what a thread keeps for skills
 // it called, each a connected client and maybe an OAuth token.
 export const SKILL_POOL_MAX = 500;
 export const SKILL_POOL_IDLE_MS = 10 * 60_000;
