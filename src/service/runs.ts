@@ -1,5 +1,5 @@
 import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
-import { ValueSchema, durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { ValueSchema, durationFromMs, timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import { RunSchema, RunStatus, StepKind, StepStatus, type Run } from "../../gen/platform/v1/run_pb.js";
 import type { RunRow, RunStatus as RunStatusName, RunStepRecord } from "../store/rows.js";
 import { failedPrecondition, fromStoreError, notFound } from "./errors.js";
@@ -81,6 +81,8 @@ export function runHandlers({ store, now, onRunCancelled }: ServiceDeps) {
             eventId: req.eventId || undefined,
             status: STATUS_NAME.get(req.status),
           },
+          createdAfter: req.createTimeAfter && timestampMs(req.createTimeAfter),
+          createdBefore: req.createTimeBefore && timestampMs(req.createTimeBefore),
         })
         .catch(fromStoreError);
       const { items, nextPageToken } = page(rows, q.limit);

@@ -49,6 +49,8 @@ export const comments: Readonly<Record<string, string>> = {
   "platform.v1.HeaderAuth": "Fixed headers sent on every request to the server: the seed's \"`Authorization` header definition\" (`Authorization: Basic …`, `X-API-Key: …`). At most 8; values are write-only.",
   "platform.v1.ListEventsRequest.receive_time_after": "Only events received at or after this time.",
   "platform.v1.ListEventsRequest.receive_time_before": "Only events received before this time.",
+  "platform.v1.ListRunsRequest.create_time_after": "Only runs created at or after this time.",
+  "platform.v1.ListRunsRequest.create_time_before": "Only runs created before this time.",
   "platform.v1.ListTenantsRequest.page_size": "At most 100; default 50.",
   "platform.v1.ListTriggersRequest.agent_id": "Only triggers of this agent.",
   "platform.v1.ManualTrigger": "Fires only through RunAgent.",

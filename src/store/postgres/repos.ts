@@ -46,6 +46,8 @@ export interface ExtraCondition {
   key: string;
   column: PgColumn;
   op: ">=" | "<";
+  // The bound as the column holds it, when the query names it otherwise.
+  bound?: (value: unknown) => unknown;
 }
 
 // A parameter bound as Drizzle binds a value for the column (JSON text for
@@ -87,10 +89,10 @@ export function tenantRepo<T extends TenantScopedTable, Row, Insert>(
           if (!column) throw new Error(`unknown filter column ${key}`);
           conds.push(`${col(column)} = ${bind(encode(column, value))}`);
         }
-        for (const { key, column, op } of extra) {
+        for (const { key, column, op, bound = (v: unknown) => v } of extra) {
           const value = (query as unknown as Record<string, unknown>)[key];
           if (value === undefined) continue;
-          conds.push(`${col(column)} ${op} ${bind(encode(column, value))}`);
+          conds.push(`${col(column)} ${op} ${bind(encode(column, bound(value)))}`);
         }
         const text = `${reader.select} where ${conds.join(" and ")} order by ${order} limit ${bind(query.limit)}`;
         // The filter keys a service passes are fixed in code: few shapes, each prepared once.

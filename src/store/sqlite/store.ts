@@ -3,6 +3,7 @@ import { Column, and, eq, getTableColumns, getTableName } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { run } from "./errors.js";
 import { byEvent } from "../runs-by-event.js";
+import { idFloor } from "../../lib/ids.js";
 import { createSqliteMemberChange, createSqliteMemberships } from "./members.js";
 import type { GroupCommitOptions } from "../group-commit.js";
 import { createSqliteWebhookStore } from "./ingest.js";
@@ -15,7 +16,7 @@ import type * as rows from "../rows.js";
 import * as schema from "./schema.js";
 import { migrateSqlite, openSqlite, type Db, type SqliteOptions } from "./open.js";
 import { SqliteSignals, type SqliteSignalOptions } from "./signals.js";
-import type { CachedTable, EventQuery, RunQueue, ScheduleStore, Store, TenantRepo, WebhookStore } from "../store.js";
+import type { CachedTable, EventQuery, RunQuery, RunQueue, ScheduleStore, Store, TenantRepo, WebhookStore } from "../store.js";
 
 interface TenantScopedTable extends SQLiteTable {
   id: SQLiteColumn;
@@ -79,6 +80,8 @@ interface ExtraCondition {
   key: string;
   column: SQLiteColumn;
   op: ">=" | "<";
+  // The bound as the column holds it, when the query names it otherwise.
+  bound?: (value: unknown) => unknown;
 }
 
 const MAX_LIST_SHAPES = 256;
@@ -132,11 +135,11 @@ function tenantRepo<T extends TenantScopedTable, Row, Insert>(
           conds.push(`${col(column)} = ?`);
           params.push(encode(column, value));
         }
-        for (const { key, column, op } of extra) {
+        for (const { key, column, op, bound = (v: unknown) => v } of extra) {
           const value = (query as unknown as Record<string, unknown>)[key];
           if (value === undefined) continue;
           conds.push(`${col(column)} ${op} ?`);
-          params.push(encode(column, value));
+          params.push(encode(column, bound(value)));
         }
         params.push(query.limit);
         const sql = `${select} where ${conds.join(" and ")} order by ${order} limit ?`;
@@ -299,7 +302,10 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
        where ${memberRepo.col(members.tenantId)} = ? and ${memberRepo.col(members.subject)} = ?`,
     ),
   );
-  const runRepo = tenantRepo<typeof runs, rows.RunRow, typeof runs.$inferInsert>(db, raw, runs);
+  const runRepo = tenantRepo<typeof runs, rows.RunRow, typeof runs.$inferInsert>(db, raw, runs, [
+    { key: "createdAfter" satisfies keyof RunQuery, column: runs.id, op: ">=", bound: (ms) => idFloor("run", ms as number) },
+    { key: "createdBefore" satisfies keyof RunQuery, column: runs.id, op: "<", bound: (ms) => idFloor("run", ms as number) },
+  ]);
   const runIdsForEvent = lazy(() =>
     raw
       .prepare<[string, string], string>(
