@@ -364,7 +364,7 @@ describe("console in Chromium, jwt mode, login at oidc-provider", () => {
     try {
       await login(viewer, "victor");
       await viewer.getByText("viewer: read only").waitFor();
-      const writes = /^(New (agent|skill|trigger|source)|Edit|Delete|Run agent|Cancel run|Send test event|Rotate token|Rotate signing secret|Replay|Refresh tools)$/;
+      const writes = /^(New (agent|skill|trigger|source)|Edit|Delete|Run agent|Cancel run|Send test event|Rotate token|Rotate signing secret|Replay( event)?|Run again with this input|Refresh tools|Try it)$/;
       await section(viewer, "Agents");
       await viewer.getByRole("link", { name: "greeter" }).click();
       await viewer.getByRole("heading", { name: "Agent greeter" }).waitFor();
@@ -376,7 +376,7 @@ describe("console in Chromium, jwt mode, login at oidc-provider", () => {
       expect(await viewer.getByRole("button", { name: writes }).count()).toBe(0);
       await section(viewer, "Runs");
       await viewer.locator("table.runs tbody tr").first().getByRole("link").first().click();
-      await viewer.getByRole("heading", { name: /^Run run_/ }).waitFor();
+      await viewer.getByRole("heading", { level: 1, name: /^(greeter · order\.created|sleeper · by hand)$/ }).waitFor();
       await viewer.getByRole("heading", { name: "Steps" }).waitFor();
       expect(await viewer.getByRole("button", { name: writes }).count()).toBe(0);
       await screenshot(viewer, "viewer-run");

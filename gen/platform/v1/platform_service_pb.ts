@@ -1653,6 +1653,8 @@ export const WatchEventsRequestSchema: GenMessage<WatchEventsRequest> = /*@__PUR
  */
 export type WatchEventsResponse = Message<"platform.v1.WatchEventsResponse"> & {
   /**
+   * Unset in the first message only (the stream is open).
+   *
    * @generated from field: platform.v1.Event event = 1;
    */
   event?: Event | undefined;
@@ -1882,6 +1884,8 @@ export const WatchRunsRequestSchema: GenMessage<WatchRunsRequest> = /*@__PURE__*
  */
 export type WatchRunsResponse = Message<"platform.v1.WatchRunsResponse"> & {
   /**
+   * Unset in the first message only (the stream is open).
+   *
    * @generated from field: platform.v1.Run run = 1;
    */
   run?: Run | undefined;
@@ -2256,7 +2260,10 @@ export const PlatformService: GenService<{
   },
   /**
    * Streams the tenant's new events as they are accepted, filtered like
-   * ListEvents. Ends after an idle period; the client reconnects.
+   * ListEvents. The first message carries no event: it says the stream is
+   * subscribed, so nothing accepted after it is missed (HTTP sends no
+   * response headers before a first message). Ends after an idle period;
+   * the client reconnects.
    *
    * @generated from rpc platform.v1.PlatformService.WatchEvents
    */
@@ -2304,7 +2311,9 @@ export const PlatformService: GenService<{
   },
   /**
    * Streams every run of the tenant that is created or changes, filtered
-   * like ListRuns. Ends after an idle period; the client reconnects.
+   * like ListRuns. The first message carries no run: it says the stream is
+   * subscribed (as WatchEvents). Ends after an idle period; the client
+   * reconnects.
    *
    * @generated from rpc platform.v1.PlatformService.WatchRuns
    */
