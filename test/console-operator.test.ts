@@ -318,6 +318,10 @@ describe("the console an operator opens, in Chromium", () => {
     await panel.getByRole("button", { name: "Run the expression" }).click();
     const args = JSON.parse((await panel.getByLabel("Arguments from the expression").textContent())!) as Json;
     expect(args).toEqual({ text: "Ada" });
+    // Recursion without end in a step's arguments: past the depth limit, refused as expression_limit.
+    await admin.getByLabel("Arguments (JSONata)").first().fill("( $f := function($x){ 1 + $f($x + 1) }; $f(0) )");
+    await panel.getByRole("button", { name: "Run the expression" }).click();
+    await panel.locator('[data-kind="expression_limit"]').waitFor({ timeout: 20_000 });
     expect(errors).toEqual([]);
   }, 90_000);
 
