@@ -88,7 +88,6 @@ export function RunsPage() {
     version: (r) => millis(r.updateTime),
     order: (r) => millis(r.createTime),
     keep: (r) => (status === RunStatus.UNSPECIFIED || r.status === status) && millis(r.createTime) >= after.current,
-    limit: PAGE,
   });
   const more = useAction();
   const loadOlder = () =>
@@ -96,7 +95,10 @@ export function RunsPage() {
       const res = await api.listRuns({ ...query(), pageToken: older.token });
       setOlder((o) => ({ key, runs: [...o.runs, ...res.runs], token: res.nextPageToken }));
     });
-  const shown = older.key === key ? [...items, ...older.runs.filter((r) => !items.some((i) => i.id === r.id))] : items;
+  // Runs that arrived live stay above the pages read by token (the live
+  // list keeps up to 200), so nothing between them goes missing.
+  const seen = new Set(items.map((i) => i.id));
+  const shown = older.key === key ? [...items, ...older.runs.filter((r) => !seen.has(r.id))] : items;
 
   const setParam = (name: string, value: string) => {
     const q = new URLSearchParams(loc.search);
