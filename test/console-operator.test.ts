@@ -421,6 +421,26 @@ describe("the console an operator opens, in Chromium", () => {
     }
   }, 120_000);
 
+  test("light and dark follow the system setting; keyboard focus is visible; the favicon is served", async () => {
+    await open(admin, "/runs", "Runs");
+    const background = () => admin.evaluate<string>("getComputedStyle(document.body).backgroundColor");
+    await admin.emulateMedia({ colorScheme: "dark" });
+    expect(await background()).toBe("rgb(13, 17, 23)");
+    await docShot(admin, "runs-dark");
+    await admin.emulateMedia({ colorScheme: "light" });
+    expect(await background()).toBe("rgb(255, 255, 255)");
+    // Tab from the page's start: every stop shows a 3 px outline.
+    await admin.locator("body").click({ position: { x: 5, y: 300 } });
+    for (let i = 0; i < 6; i++) {
+      await admin.keyboard.press("Tab");
+      const outline = await admin.evaluate<string>("(() => { const s = getComputedStyle(document.activeElement); return s.outlineStyle + ' ' + s.outlineWidth; })()");
+      expect(outline).toBe("solid 3px");
+    }
+    const icon = await admin.locator('link[rel="icon"]').getAttribute("href");
+    const res = await fetch(`${server.url}${icon}`);
+    expect([res.status, res.headers.get("content-type")]).toEqual([200, "image/svg+xml"]);
+  }, 30_000);
+
   test("overview, then sign-out: the console forgets its token and does not sign in again by itself", async () => {
     await open(admin, "/overview", "Overview");
     await admin.locator(".tiles").waitFor();
