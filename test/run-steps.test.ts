@@ -150,13 +150,13 @@ describe("a tool step", () => {
     expect(attemptsOf(step!)).toEqual([{ startTime: step!.startTime, endTime: step!.endTime, error: "agent timeout (300 ms) reached" }]);
   });
 
-  it("is failed, not running, once the run is cancelled around it", async () => {
+  it("is cancelled, neither running nor failed, once the run is cancelled around it", async () => {
     const id = await startRun("slow", '{"ms": 5000}');
     await waitFor("the step to start", 5_000, async () => (stepsOf(await getRun(id)).length ? true : undefined), 20);
     await must("CancelRun", { id });
     const run = await getRun(id);
     expect(run.status).toBe("RUN_STATUS_CANCELLED");
-    expect(stepsOf(run)[0]).toMatchObject({ status: "STEP_STATUS_FAILED", error: "interrupted: attempt 1 of the run ended before the step did" });
+    expect(stepsOf(run)[0]).toMatchObject({ status: "STEP_STATUS_CANCELLED", error: "cancelled: the run was cancelled while the step ran" });
   });
 });
 

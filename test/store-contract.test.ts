@@ -7,13 +7,13 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
-import { newId } from "../src/lib/ids.js";
+import { idFloor, newId } from "../src/lib/ids.js";
 import { StoreConflictError, StoreReferenceError, StoreUnavailableError } from "../src/store/errors.js";
 import { openStore } from "../src/store/open.js";
 import { createPostgresStore } from "../src/store/postgres/store.js";
 import type { AgentInsert, EventInsert, RunInsert, TriggerInsert, WebhookSourceInsert } from "../src/store/rows.js";
 import { createSqliteStore } from "../src/store/sqlite/store.js";
-import type { IngestItem, Store } from "../src/store/store.js";
+import type { IngestItem, RunQuery, Store } from "../src/store/store.js";
 import { createTestDatabase } from "./support/postgres.js";
 
 const DAY = 24 * 60 * 60 * 1000;
@@ -207,6 +207,28 @@ describe.each(engines)("Store contract on $name", (engine) => {
       const agent = await a.agents.insert(agentRow(tenantId, { enabled: false }));
       await a.agents.insert(agentRow(tenantId));
       expect((await b.agents.list(tenantId, { limit: 10, where: { enabled: false } })).map((x) => x.id)).toEqual([agent.id]);
+    });
+
+    it("lists runs by agent, status and creation window (ids made at creation), newest first", async () => {
+      const tenantId = await newTenant();
+      const other = await newTenant();
+      const [x, y] = [await a.agents.insert(agentRow(tenantId)), await a.agents.insert(agentRow(tenantId))];
+      // Ids made 1 s apart, as runs created then would have them.
+      const made = (ms: number) => `${idFloor("run", ms).slice(0, 18)}7abc-8def-${randomBytes(6).toString("hex")}`;
+      const rows = [0, 1, 2, 3].map((i) =>
+        runRow(tenantId, i % 2 ? y.id : x.id, { id: made(now + i * 1000), status: i === 2 ? "failed" : "succeeded", createTime: now + i * 1000 }),
+      );
+      for (const r of rows) await a.runs.insert(r);
+      await a.runs.insert(runRow(other, (await a.agents.insert(agentRow(other))).id, { id: made(now + 1500) }));
+      const ids = (q: RunQuery) => b.runs.list(tenantId, q).then((r) => r.map((x) => x.id));
+      const [r0, r1, r2, r3] = rows.map((r) => r.id);
+      expect(await ids({ limit: 10, createdAfter: now + 1000, createdBefore: now + 3000 })).toEqual([r2, r1]);
+      expect(await ids({ limit: 10, createdAfter: now + 1000, where: { agentId: x.id } })).toEqual([r2]);
+      expect(await ids({ limit: 10, where: { status: "failed" } })).toEqual([r2]);
+      expect(await ids({ limit: 1, createdBefore: now + 3000, beforeId: r2 })).toEqual([r1]);
+      expect(await ids({ limit: 10, where: { agentId: y.id }, createdBefore: now + 5000 })).toEqual([r3, r1]);
+      expect(await ids({ limit: 10, createdAfter: now + 4000 })).toEqual([]);
+      expect(await ids({ limit: 10, createdBefore: now + 1000 })).toEqual([r0]);
     });
 
     it("reads oldest first after a keyset (change feeds): runs by (update_time, id), events by id", async () => {

@@ -40,20 +40,27 @@ interface Reader<T> {
   messages: T[];
   done: Promise<{ error?: ConnectError; ms: number }>;
   stop(): void;
+  // Milliseconds until the empty "open" message came, if it did.
+  opened(): number | undefined;
 }
 function read<T>(open: (signal: AbortSignal) => AsyncIterable<T>): Reader<T> {
   const controller = new AbortController();
   const messages: T[] = [];
   const started = Date.now();
+  let opened: number | undefined;
   const done = (async () => {
     try {
-      for await (const m of open(controller.signal)) messages.push(m);
+      for await (const m of open(controller.signal)) {
+        // WatchRuns' and WatchEvents' first message, that they are open, carries nothing.
+        if (opened === undefined && Object.keys(m as object).every((k) => k.startsWith("$"))) opened = Date.now() - started;
+        else messages.push(m);
+      }
       return { ms: Date.now() - started };
     } catch (err) {
       return { error: ConnectError.from(err), ms: Date.now() - started };
     }
   })();
-  return { messages, done, stop: () => controller.abort() };
+  return { messages, done, stop: () => controller.abort(), opened: () => opened };
 }
 
 async function until(check: () => boolean | Promise<boolean>, ms = 5000): Promise<void> {
@@ -195,7 +202,7 @@ describe("on SQLite, with the agent runtime", () => {
     const mine = read((signal) => api.watchEvents({ sourceId: source.webhookSource!.id }, { ...acme(), signal }));
     const typed = read((signal) => api.watchEvents({ eventType: "invoice.paid" }, { ...acme(), signal }));
     const theirs = read((signal) => api.watchEvents({}, { headers: headers("rival", "globex"), signal }));
-    await new Promise((r) => setTimeout(r, 100)); // the streams are open
+    await until(() => [mine, typed, theirs].every((r) => r.opened() !== undefined)); // subscribed: nothing after is missed
 
     const theirId = await postEvent(server, other.token, "order.created", { total: 1 });
     const eventId = await postEvent(server, source.token, "order.created", { total: 250 });
@@ -214,12 +221,22 @@ describe("on SQLite, with the agent runtime", () => {
     for (const r of [mine, typed, theirs]) expect((await r.done).error?.code).toBe(Code.Canceled);
   });
 
+  it.each(PROTOCOLS)("WatchRuns and WatchEvents over %s say they are open with an empty first message, before any change", async (protocol) => {
+    const client = createClient(PlatformService, transport(server, protocol));
+    const quiet = { headers: headers("rival", "globex") };
+    const runs = read((signal) => client.watchRuns({ agentId: "agt_none" }, { ...quiet, signal }));
+    const events = read((signal) => client.watchEvents({ eventType: "never.sent" }, { ...quiet, signal }));
+    await until(() => runs.opened() !== undefined && events.opened() !== undefined);
+    for (const r of [runs, events]) r.stop();
+    expect([runs.messages, events.messages]).toEqual([[], []]);
+  });
+
   it("WatchRuns filters by status and agent; a viewer may watch", async () => {
     const agentId = await threeStepAgent();
     const succeeded = read((signal) => api.watchRuns({ status: RunStatus.SUCCEEDED, agentId }, { ...acme(), signal }));
     const everything = read((signal) => api.watchRuns({ agentId }, { headers: headers("watcher", "acme"), signal }));
     const rival = read((signal) => api.watchRuns({}, { headers: headers("rival", "globex"), signal }));
-    await new Promise((r) => setTimeout(r, 100));
+    await until(() => [succeeded, everything, rival].every((r) => r.opened() !== undefined));
     const { run } = await api.runAgent({ id: agentId }, acme());
     await until(() => succeeded.messages.length === 1);
     await new Promise((r) => setTimeout(r, 1500));
@@ -341,7 +358,7 @@ describe("on PostgreSQL, two replicas", () => {
     const events = read((signal) => onA.watchEvents({}, { ...opts, signal }));
     const runs = read((signal) => onA.watchRuns({ status: RunStatus.SUCCEEDED }, { ...opts, signal }));
     const rival = read((signal) => onA.watchEvents({}, { headers: headers("rival", "globex"), signal }));
-    await new Promise((r) => setTimeout(r, 200));
+    await until(() => [events, runs, rival].every((r) => r.opened() !== undefined), 30_000);
     const eventId = await postEvent(b, source.token, "order.created", { total: 3 });
     await until(() => events.messages.length === 1, 30_000);
     await until(() => runs.messages.length === 1, 30_000);

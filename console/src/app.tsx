@@ -5,6 +5,7 @@ import { api, problemOf } from "./api.js";
 import { currentSession } from "./auth.js";
 import { ErrorBanner } from "./components/form.js";
 import { Link, match, useRouter } from "./router.js";
+import { NamesProvider } from "./names.js";
 import { tenantContext, TenantProvider, useTenant } from "./tenant.js";
 import { EventPage, EventsPage } from "./pages/events.js";
 import { OverviewPage } from "./pages/overview.js";
@@ -116,7 +117,7 @@ async function allMemberships(): Promise<Membership[]> {
   return out;
 }
 
-export function App() {
+export function App({ onSignOut }: { onSignOut: () => void }) {
   const { loc, navigate } = useRouter();
   const [memberships, setMemberships] = useState<Membership[]>();
   const [error, setError] = useState<string>();
@@ -141,6 +142,9 @@ export function App() {
         <span className="role">{membership.role === Role.VIEWER ? "viewer" : "not a member"}: read only</span>
       )}
       <span className="whoami">{currentSession()?.subject}</span>
+      <button type="button" className="sign-out" onClick={onSignOut}>
+        Sign out
+      </button>
     </header>
   );
   let body: ReactNode;
@@ -160,13 +164,15 @@ export function App() {
   const rest = m![2] ?? "";
   return (
     <TenantProvider value={ctx}>
-      {header}
-      <div className="layout">
-        <Nav section={/^\/([^/]+)/.exec(rest)?.[1] ?? "overview"} />
-        <main id="main">
-          <TenantPage key={slug} rest={rest} />
-        </main>
-      </div>
+      <NamesProvider key={slug}>
+        {header}
+        <div className="layout">
+          <Nav section={/^\/([^/]+)/.exec(rest)?.[1] ?? "overview"} />
+          <main id="main">
+            <TenantPage key={slug} rest={rest} />
+          </main>
+        </div>
+      </NamesProvider>
     </TenantProvider>
   );
 }

@@ -105,3 +105,12 @@ export async function completeLogin(config: ConsoleConfig, callbackUrl: URL): Pr
   };
   return pending.returnTo;
 }
+
+// The issuer's RP-initiated logout endpoint, when it advertises one.
+export async function endSessionUrl(config: ConsoleConfig): Promise<string | undefined> {
+  const as = await discover(config);
+  if (!as.end_session_endpoint) return undefined;
+  const url = new URL(as.end_session_endpoint);
+  url.searchParams.set("client_id", config.client_id);
+  return url.href;
+}

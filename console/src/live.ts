@@ -41,7 +41,9 @@ export interface LiveListOptions<T> {
   // Changes when the query changes (tenant, filters): the list starts over.
   key: string;
   list: () => Promise<T[]>;
-  watch: (signal: AbortSignal) => AsyncIterable<T | undefined>;
+  // `onOpen`: called once the server answered the stream's request (its
+  // headers), before any message: the page is live from then on.
+  watch: (signal: AbortSignal, onOpen: () => void) => AsyncIterable<T | undefined>;
   id: (item: T) => string;
   // Sort key, newest first; also decides which of two copies of an item wins.
   version: (item: T) => number;
@@ -80,7 +82,7 @@ export function useLiveList<T>(opts: LiveListOptions<T>) {
       while (!signal.aborted) {
         setLiveness("connecting");
         try {
-          const it = o().watch(signal)[Symbol.asyncIterator]();
+          const it = o().watch(signal, () => !signal.aborted && setLiveness("live"))[Symbol.asyncIterator]();
           // Subscribe first, then read the snapshot, so no change falls between.
           const first = it.next();
           // Its failure is handled below, once the snapshot is read.
@@ -119,7 +121,7 @@ export function useLiveList<T>(opts: LiveListOptions<T>) {
 export function useLiveRecord<T>(opts: {
   key: string;
   get: () => Promise<T | undefined>;
-  watch: (signal: AbortSignal) => AsyncIterable<T | undefined>;
+  watch: (signal: AbortSignal, onOpen: () => void) => AsyncIterable<T | undefined>;
   done: (item: T) => boolean;
 }) {
   const [item, setItem] = useState<T>();
@@ -145,7 +147,7 @@ export function useLiveRecord<T>(opts: {
       while (!signal.aborted && !(last && o().done(last))) {
         setLiveness("connecting");
         try {
-          for await (const value of o().watch(signal)) {
+          for await (const value of o().watch(signal, () => !signal.aborted && setLiveness("live"))) {
             setLiveness("live");
             if (value !== undefined) show(value);
           }

@@ -3,7 +3,7 @@
 // configured issuer.
 import type { ReactNode } from "react";
 import { createRoot } from "react-dom/client";
-import { CALLBACK_PATH, completeLogin, currentSession, forgetSession, startLogin, type ConsoleConfig } from "./auth.js";
+import { CALLBACK_PATH, completeLogin, currentSession, endSessionUrl, forgetSession, startLogin, type ConsoleConfig } from "./auth.js";
 import { whenUnauthenticated } from "./api.js";
 import { App } from "./app.js";
 import { BASE, Router } from "./router.js";
@@ -47,6 +47,36 @@ function LoginFailed({ config, message }: { config: ConsoleConfig; message: stri
   );
 }
 
+// Signing out forgets the token (it lived in this page's memory only) and
+// shows a page that does not sign in again by itself. The identity
+// provider's own session is its own: a link ends it where the provider
+// offers one (RP-initiated logout).
+const SIGNED_OUT_PATH = `${BASE}/signed-out`;
+
+function SignedOut({ config, endSession }: { config: ConsoleConfig; endSession?: string }) {
+  return (
+    <Message title="You are signed out">
+      <p>The console forgot its token. Nothing of the session is kept in this browser.</p>
+      <p className="actions">
+        <button type="button" onClick={() => void startLogin(config, BASE + "/")}>
+          Sign in again
+        </button>
+        {endSession && (
+          <a className="button secondary" href={endSession}>
+            Also sign out at the identity provider
+          </a>
+        )}
+      </p>
+    </Message>
+  );
+}
+
+async function signOut(config: ConsoleConfig) {
+  forgetSession();
+  history.replaceState(null, "", SIGNED_OUT_PATH);
+  root.render(<SignedOut config={config} endSession={await endSessionUrl(config).catch(() => undefined)} />);
+}
+
 async function boot() {
   const res = await fetch(`${BASE}/config.json`, { cache: "no-store" });
   const config = (await res.json()) as ConsoleConfig;
@@ -61,6 +91,7 @@ async function boot() {
       return root.render(<LoginFailed config={config} message={(err as Error).message} />);
     }
   }
+  if (here.pathname === SIGNED_OUT_PATH) return root.render(<SignedOut config={config} />);
   if (!currentSession()) return startLogin(config, location.pathname + location.search);
   // A refused or expired token: back through the issuer (whose own session
   // usually answers at once), to the same page.
@@ -70,7 +101,7 @@ async function boot() {
   });
   root.render(
     <Router>
-      <App />
+      <App onSignOut={() => void signOut(config)} />
     </Router>,
   );
 }

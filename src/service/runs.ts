@@ -1,5 +1,5 @@
 import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
-import { ValueSchema, durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { ValueSchema, durationFromMs, timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import { RunSchema, RunStatus, StepKind, StepStatus, type Run } from "../../gen/platform/v1/run_pb.js";
 import type { RunRow, RunStatus as RunStatusName, RunStepRecord } from "../store/rows.js";
 import { failedPrecondition, fromStoreError, notFound } from "./errors.js";
@@ -22,14 +22,26 @@ const value = (v: unknown) => (v === undefined || v === null ? undefined : fromJ
 const time = (ms: number | null | undefined) => (ms === null || ms === undefined ? undefined : timestampFromMs(ms));
 
 // A step recorded `running` is so only while its attempt of the run is the
-// one going on: a step left open by a worker that died, or by a run that
-// was cancelled around it, failed. Records made before steps were recorded
-// at their start carry no status: they were written when they ended.
+// one going on: a step left open by a worker that died failed; one left open
+// in the last attempt of a run cancelled around it was cancelled (the worker
+// no longer holds the run, so it writes nothing after the cancel). Records
+// made before steps were recorded at their start carry no status: they were
+// written when they ended.
 function stepStatus(s: RunStepRecord, run: RunRow): StepStatus {
   if (s.status === "succeeded") return StepStatus.SUCCEEDED;
   if (s.status === "failed") return StepStatus.FAILED;
-  if (s.endTime === undefined) return run.status === "running" && (s.attempt ?? run.attempt) === run.attempt ? StepStatus.RUNNING : StepStatus.FAILED;
+  if (s.endTime === undefined) {
+    const lastAttempt = (s.attempt ?? run.attempt) === run.attempt;
+    if (lastAttempt && run.status === "running") return StepStatus.RUNNING;
+    return lastAttempt && run.status === "cancelled" ? StepStatus.CANCELLED : StepStatus.FAILED;
+  }
   return s.error ? StepStatus.FAILED : StepStatus.SUCCEEDED;
+}
+
+// Why a step that never ended has no outcome of its own.
+function interruption(status: StepStatus, attempt: number): string {
+  if (status === StepStatus.CANCELLED) return "cancelled: the run was cancelled while the step ran";
+  return status === StepStatus.FAILED ? `interrupted: attempt ${attempt} of the run ended before the step did` : "";
 }
 
 export function runMessage(row: RunRow): Run {
@@ -49,7 +61,7 @@ export function runMessage(row: RunRow): Run {
         tool: s.tool,
         arguments: value(s.arguments),
         result: value(s.result),
-        error: status === StepStatus.FAILED && !s.error ? `interrupted: attempt ${s.attempt ?? row.attempt} of the run ended before the step did` : s.error,
+        error: s.error || interruption(status, s.attempt ?? row.attempt),
         startTime: time(s.startTime),
         endTime: time(s.endTime),
         attempt: s.attempt ?? 0,
@@ -82,6 +94,8 @@ export function runHandlers({ store, now, onRunCancelled }: ServiceDeps) {
             eventId: req.eventId || undefined,
             status: STATUS_NAME.get(req.status),
           },
+          createdAfter: req.createTimeAfter && timestampMs(req.createTimeAfter),
+          createdBefore: req.createTimeBefore && timestampMs(req.createTimeBefore),
         })
         .catch(fromStoreError);
       const { items, nextPageToken } = page(rows, q.limit);

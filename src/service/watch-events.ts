@@ -16,6 +16,9 @@ export function eventStreamHandlers({ store, now }: ServiceDeps, streams: Stream
       const session = streams.open(call, signal);
       try {
         session.hold(store.signals.onEventsAdded(tenant.id, session.wake));
+        // Subscribed: an empty first message tells the client so at once
+        // (the response's headers go out with it), before any change.
+        yield {};
         const where = { sourceId: req.sourceId || undefined, eventType: req.eventType || undefined };
         const feed = changes(
           {

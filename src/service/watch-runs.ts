@@ -46,6 +46,9 @@ export function runStreamHandlers({ store, now }: ServiceDeps, streams: Streams)
       const session = streams.open(call, signal);
       try {
         session.hold(store.signals.onRunsChanged(tenant.id, session.wake));
+        // Subscribed: an empty first message tells the client so at once
+        // (the response's headers go out with it), before any change.
+        yield {};
         const where = {
           agentId: req.agentId || undefined,
           triggerId: req.triggerId || undefined,

@@ -9,6 +9,9 @@ export interface ExtraCondition<C extends Column> {
   key: string;
   column: C;
   op: ">=" | "<";
+  // The bound as the column holds it, when the query names it otherwise
+  // (a creation time as the least run id made at that time).
+  bound?: (value: unknown) => unknown;
 }
 
 // The table's columns as the engine names them in SQL.
@@ -56,10 +59,10 @@ export function listQuery<C extends Column, Row>(
     if (!column) throw new Error(`unknown filter column ${key}`);
     conds.push(`${col(column)} = ${bind(encode(column, value))}`);
   }
-  for (const { key, column, op } of extra) {
+  for (const { key, column, op, bound = (v: unknown) => v } of extra) {
     const value = (query as unknown as Record<string, unknown>)[key];
     if (value === undefined) continue;
-    conds.push(`${col(column)} ${op} ${bind(encode(column, value))}`);
+    conds.push(`${col(column)} ${op} ${bind(encode(column, bound(value)))}`);
   }
   return { text: `where ${conds.join(" and ")} order by ${order} limit ${bind(query.limit)}`, params };
 }

@@ -90,7 +90,15 @@ export interface EventStore extends TenantRepo<EventRow, EventInsert> {
   list(tenantId: string, query: EventQuery): Promise<EventRow[]>;
 }
 
+// A run's id is made when it is created (UUIDv7), so the creation window is
+// a range of ids: the (tenant_id, id) index serves it.
+export interface RunQuery extends ListQuery<RunRow> {
+  createdAfter?: number;
+  createdBefore?: number;
+}
+
 export interface RunStore extends TenantRepo<RunRow, RunInsert> {
+  list(tenantId: string, query: RunQuery): Promise<RunRow[]>;
   idsForEvent(tenantId: string, eventId: string): Promise<string[]>;
   // The runs of each of these events (a page of them), newest first, in one
   // query; events without runs are absent from the map.

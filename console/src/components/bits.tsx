@@ -1,7 +1,8 @@
 import type { JsonValue } from "@bufbuild/protobuf";
-import type { ReactNode } from "react";
+import { useState, type ReactNode } from "react";
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import type { Liveness } from "../live.js";
-import { pretty } from "../format.js";
+import { ago, pretty, time } from "../format.js";
 
 export function Status({ name }: { name: string }) {
   return <span className={`status status-${name.replace(/ /g, "-")}`}>{name}</span>;
@@ -40,5 +41,39 @@ export function Facts({ rows }: { rows: [string, ReactNode][] }) {
         </div>
       ))}
     </dl>
+  );
+}
+
+// An id in a table or beside a name: shown short, copied whole.
+export function CopyId({ id }: { id: string }) {
+  const [copied, setCopied] = useState(false);
+  return (
+    <span className="copy-id">
+      <code title={id}>{id}</code>
+      <button
+        type="button"
+        className="icon"
+        aria-label={`Copy ${id}`}
+        onClick={() =>
+          void navigator.clipboard?.writeText(id).then(() => {
+            setCopied(true);
+            setTimeout(() => setCopied(false), 1500);
+          })
+        }
+      >
+        {copied ? "copied" : "copy"}
+      </button>
+    </span>
+  );
+}
+
+// A relative time whose exact value shows on hover and to screen readers.
+export function When({ ts }: { ts: Timestamp | undefined }) {
+  return ts ? (
+    <time dateTime={timestampDate(ts).toISOString()} title={time(ts)}>
+      {ago(ts)}
+    </time>
+  ) : (
+    <>—</>
   );
 }

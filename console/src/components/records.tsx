@@ -3,17 +3,20 @@
 import type { ReactNode } from "react";
 import { Link, useRouter } from "../router.js";
 import { useTenant } from "../tenant.js";
-import { Heading } from "../pages/common.js";
+import { Heading, useLoad } from "../pages/common.js";
+import { runStatusName } from "../format.js";
+import { Status, When } from "./bits.js";
 import { ErrorBanner, type useAction } from "./form.js";
 
 // A list page: the "New …" link for writers, the load error, what an empty
-// list says, then one item per record.
+// list says (with the next step), then a table row per record.
 export function RecordList<T extends { id: string }>(props: {
   title: string;
   create: { to: string; label: string };
   records: { value?: T[]; error?: string };
   empty: ReactNode;
-  children: (record: T) => ReactNode;
+  columns: string[];
+  children: (record: T) => ReactNode[];
 }) {
   const { canWrite } = useTenant();
   return (
@@ -27,15 +30,53 @@ export function RecordList<T extends { id: string }>(props: {
         </p>
       )}
       <ErrorBanner message={props.records.error} />
-      {props.records.value?.length === 0 && <p>{props.empty}</p>}
-      <ul className="records">
-        {props.records.value?.map((r) => (
-          <li key={r.id}>{props.children(r)}</li>
-        ))}
-      </ul>
+      {props.records.value?.length === 0 && <div className="empty">{props.empty}</div>}
+      {!!props.records.value?.length && (
+        <div className="table-scroll">
+          <table className="records">
+            <thead>
+              <tr>
+                {props.columns.map((c) => (
+                  <th key={c} scope="col">
+                    {c}
+                  </th>
+                ))}
+              </tr>
+            </thead>
+            <tbody>
+              {props.records.value.map((r) => (
+                <tr key={r.id} data-id={r.id}>
+                  {props.children(r).map((cell, i) => (
+                    <td key={i} data-label={props.columns[i]}>
+                      {cell}
+                    </td>
+                  ))}
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
     </>
   );
 }
+
+// The newest run matching a query (an agent's, a trigger's): its status and
+// when, linked; read once per row.
+export function LastRun({ agentId = "", triggerId = "" }: { agentId?: string; triggerId?: string }) {
+  const { api, base } = useTenant();
+  const run = useLoad(async () => (await api.listRuns({ agentId, triggerId, pageSize: 1 })).runs[0] ?? null, [agentId, triggerId]);
+  if (run.value === undefined) return <span className="muted">…</span>;
+  if (run.value === null) return <span className="muted">never</span>;
+  return (
+    <Link to={`${base}/runs/${run.value.id}`} className="last-run">
+      <Status name={runStatusName(run.value.status)} /> <When ts={run.value.createTime} />
+    </Link>
+  );
+}
+
+// A record's enabled flag as a badge.
+export const Enabled = ({ enabled }: { enabled: boolean | undefined }) => <Status name={enabled === false ? "disabled" : "enabled"} />;
 
 // A detail page's actions for writers on record `id` of the list at `list`:
 // Edit, the page's own, and Delete once confirmed, which goes back to the list.
@@ -89,13 +130,14 @@ export function SubmitButton({ busy, editing, noun }: { busy: boolean; editing: 
 }
 
 // A live list as a table, or what an empty one says.
-export function RecordTable(props: { columns: string[]; className?: string; empty: string; error?: string; rows: ReactNode[] }) {
+export function RecordTable(props: { columns: string[]; className?: string; empty: ReactNode; error?: string; rows: ReactNode[] }) {
   return (
     <>
       <ErrorBanner message={props.error} />
       {props.rows.length === 0 ? (
-        <p>{props.empty}</p>
+        <div className="empty">{props.empty}</div>
       ) : (
+        <div className="table-scroll">
         <table className={props.className}>
           <thead>
             <tr>
@@ -108,6 +150,7 @@ export function RecordTable(props: { columns: string[]; className?: string; empt
           </thead>
           <tbody>{props.rows}</tbody>
         </table>
+        </div>
       )}
     </>
   );

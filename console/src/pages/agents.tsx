@@ -1,7 +1,11 @@
-import { useState } from "react";
+import { Fragment, useState } from "react";
 import type { Agent } from "../../../gen/platform/v1/agent_pb.js";
 import type { Skill } from "../../../gen/platform/v1/skill_pb.js";
-import { Facts } from "../components/bits.js";
+import { CopyId, Facts } from "../components/bits.js";
+import { ExpressionEditor, positionIn, TryIt, type Marked } from "../components/expression.js";
+import { ExpressionKind } from "../../../gen/platform/v1/expression_pb.js";
+import { Enabled, LastRun, RecordList } from "../components/records.js";
+import { describeTrigger, useNames } from "../names.js";
 import { ErrorBanner, Field, placeProblem, useAction } from "../components/form.js";
 import { duration, jsonValue, time } from "../format.js";
 import { Link, useRouter } from "../router.js";
@@ -9,29 +13,36 @@ import { useTenant } from "../tenant.js";
 import { Heading, useLoad } from "./common.js";
 
 export function AgentsPage() {
-  const { api, tenant, base, canWrite } = useTenant();
+  const { api, tenant, base } = useTenant();
+  const names = useNames();
   const agents = useLoad(async () => (await api.listAgents({ pageSize: 100 })).agents, [tenant]);
   return (
-    <>
-      <Heading>Agents</Heading>
-      {canWrite && (
+    <RecordList
+      title="Agents"
+      create={{ to: `${base}/agents/new`, label: "New agent" }}
+      records={agents}
+      columns={["Agent", "Status", "Does", "Skills", "Triggers", "Last run"]}
+      empty={
         <p>
-          <Link to={`${base}/agents/new`} className="button">
-            New agent
-          </Link>
+          No agents yet. An agent calls tools of your skills, step by step or with a model: add a skill first, then create an agent
+          that uses it.
         </p>
-      )}
-      <ErrorBanner message={agents.error} />
-      {agents.value?.length === 0 && <p>No agents yet.</p>}
-      <ul className="records">
-        {agents.value?.map((a) => (
-          <li key={a.id}>
-            <Link to={`${base}/agents/${a.id}`}>{a.name}</Link> {a.enabled === false && <span className="muted">(disabled)</span>}{" "}
-            <span className="muted">{a.model ? `model ${a.model.model}` : `${a.steps.length} step${a.steps.length === 1 ? "" : "s"}`}</span>
-          </li>
-        ))}
-      </ul>
-    </>
+      }
+    >
+      {(a) => [
+        <>
+          <Link to={`${base}/agents/${a.id}`}>{a.name}</Link>
+          <div className="sub">
+            <CopyId id={a.id} />
+          </div>
+        </>,
+        <Enabled enabled={a.enabled} />,
+        <span className="muted">{a.model ? `model ${a.model.model}` : `${a.steps.length} step${a.steps.length === 1 ? "" : "s"}`}</span>,
+        a.skillIds.length ? a.skillIds.map((s, i) => <Fragment key={s}>{i ? ", " : ""}<Link to={`${base}/skills/${s}`}>{names.skill(s)}</Link></Fragment>) : "—",
+        <span className="num">{names.triggers.filter((t) => t.agentId === a.id).length}</span>,
+        <LastRun agentId={a.id} />,
+      ]}
+    </RecordList>
   );
 }
 
@@ -75,6 +86,7 @@ export function AgentPage({ id }: { id: string }) {
   const { navigate } = useRouter();
   const agent = useLoad(async () => (await api.getAgent({ id })).agent, [id]);
   const triggers = useLoad(async () => (await api.listTriggers({ agentId: id, pageSize: 100 })).triggers, [id]);
+  const names = useNames();
   const del = useAction();
   const a = agent.value;
   return (
@@ -100,10 +112,12 @@ export function AgentPage({ id }: { id: string }) {
           <ErrorBanner message={del.problem?.message} />
           <Facts
             rows={[
-              ["ID", <code>{a.id}</code>],
+              ["ID", <CopyId id={a.id} />],
               ["Description", a.description || "—"],
               ["Enabled", a.enabled === false ? "no" : "yes"],
-              ["Skills", a.skillIds.map((s) => <Link key={s} to={`${base}/skills/${s}`}>{s} </Link>)],
+              ["Skills", a.skillIds.map((s, i) => <Fragment key={s}>{i ? ", " : ""}<Link to={`${base}/skills/${s}`}>{names.skill(s)}</Link></Fragment>)],
+              ["Runs", <Link to={`${base}/runs?agent=${encodeURIComponent(a.id)}`}>this agent's runs</Link>],
+              ["Last run", <LastRun agentId={a.id} />],
               ["Timeout", duration(a.timeout)],
               ["Max steps", String(a.maxSteps)],
               ["Max concurrent runs", a.maxConcurrentRuns ? String(a.maxConcurrentRuns) : "no limit"],
@@ -120,7 +134,7 @@ export function AgentPage({ id }: { id: string }) {
               <ol>
                 {a.steps.map((s, i) => (
                   <li key={i}>
-                    <code>{s.tool}</code> on <Link to={`${base}/skills/${s.skillId}`}>{s.skillId}</Link> with <code>{s.arguments || "{}"}</code>
+                    <code>{s.tool}</code> on <Link to={`${base}/skills/${s.skillId}`}>{names.skill(s.skillId)}</Link> with <code>{s.arguments || "{}"}</code>
                   </li>
                 ))}
               </ol>
@@ -131,13 +145,15 @@ export function AgentPage({ id }: { id: string }) {
             <ul>
               {triggers.value.map((t) => (
                 <li key={t.id}>
-                  <Link to={`${base}/triggers/${t.id}`}>{t.kind.case ?? "trigger"}</Link>{" "}
-                  {t.kind.case === "webhook" && <code>{t.kind.value.eventTypePattern}</code>}
+                  <Link to={`${base}/triggers/${t.id}`}>{describeTrigger(t, names.source)}</Link>
                 </li>
               ))}
             </ul>
           ) : (
-            <p>No triggers.</p>
+            <p>
+              No triggers: this agent runs only by hand.{" "}
+              {canWrite && <Link to={`${base}/triggers/new?agent=${encodeURIComponent(id)}`}>Add a trigger</Link>}
+            </p>
           )}
           <p>
             <Link to={`${base}/runs?agent=${encodeURIComponent(id)}`}>Runs of this agent</Link>
@@ -214,6 +230,7 @@ function AgentForm({ agent, skills }: { agent?: Agent; skills: Skill[] }) {
   const { api, base } = useTenant();
   const { navigate } = useRouter();
   const [d, setD] = useState(() => draftOf(agent));
+  const [marked, setMarked] = useState<Record<number, Marked | undefined>>({});
   const action = useAction();
   const set = (patch: Partial<AgentDraft>) => setD((prev) => ({ ...prev, ...patch }));
   const setStep = (i: number, patch: Partial<StepDraft>) => set({ steps: d.steps.map((s, j) => (j === i ? { ...s, ...patch } : s)) });
@@ -319,8 +336,16 @@ function AgentForm({ agent, skills }: { agent?: Agent; skills: Skill[] }) {
                   </>
                 }
               >
-                {(p) => <textarea {...p} rows={2} value={s.arguments} onChange={(e) => setStep(i, { arguments: e.target.value })} />}
+                {(p) => (
+                  <ExpressionEditor
+                    control={p}
+                    value={s.arguments}
+                    onChange={(v) => (setStep(i, { arguments: v }), setMarked((m) => ({ ...m, [i]: undefined })))}
+                    marked={marked[i] ?? positionIn(at(`agent.steps[${i}].arguments`))}
+                  />
+                )}
               </Field>
+              <TryIt kind={ExpressionKind.STEP_ARGUMENTS} expression={s.arguments} onMarked={(m) => setMarked((all) => ({ ...all, [i]: m }))} />
               <button type="button" onClick={() => set({ steps: d.steps.filter((_, j) => j !== i) })}>
                 Remove step {i + 1}
               </button>

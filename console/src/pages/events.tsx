@@ -1,6 +1,7 @@
 import type { Event } from "../../../gen/platform/v1/event_pb.js";
-import type { WebhookSource } from "../../../gen/platform/v1/webhook_source_pb.js";
-import { Facts, Json, LiveIndicator, Status } from "../components/bits.js";
+import { Fragment, type ReactNode } from "react";
+import { CopyId, Facts, Json, LiveIndicator, Status, When } from "../components/bits.js";
+import { describeTrigger, useNames, type Names } from "../names.js";
 import { ErrorBanner, useAction } from "../components/form.js";
 import { RecordTable } from "../components/records.js";
 import { millis, runStatusName, time } from "../format.js";
@@ -9,23 +10,29 @@ import { Link, useRouter } from "../router.js";
 import { useTenant } from "../tenant.js";
 import { Heading, useLoad } from "./common.js";
 
-export function useSources() {
-  const { api, tenant } = useTenant();
-  return useLoad(async () => (await api.listWebhookSources({ pageSize: 100 })).webhookSources, [tenant]).value ?? [];
+// The agents an event's matched triggers start, by name, each once.
+function agentsOf(triggerIds: string[], names: Names): ReactNode {
+  const agents = [...new Set(triggerIds.map((t) => names.trigger(t)?.agentId).filter((a): a is string => !!a))];
+  if (!triggerIds.length) return <span className="muted">no trigger</span>;
+  return agents.map((a, i) => (
+    <Fragment key={a}>
+      {i ? ", " : ""}
+      {names.agent(a)}
+    </Fragment>
+  ));
 }
-
-const sourceName = (sources: WebhookSource[], id: string) => sources.find((s) => s.id === id)?.name ?? id;
 
 export function EventsPage() {
   const { api, tenant, base } = useTenant();
   const { loc, navigate } = useRouter();
-  const sources = useSources();
+  const names = useNames();
+  const sources = names.sources;
   const sourceId = loc.search.get("source") ?? "";
   const eventType = loc.search.get("type") ?? "";
   const { items, liveness, error } = useLiveList<Event>({
     key: `${tenant}|${sourceId}|${eventType}`,
     list: async () => (await api.listEvents({ pageSize: 50, sourceId, eventType })).events,
-    watch: (signal) => mapStream(api.watchEvents({ sourceId, eventType }, { signal }), (r) => r.event),
+    watch: (signal, onOpen) => mapStream(api.watchEvents({ sourceId, eventType }, { signal, onHeader: onOpen }), (r) => r.event),
     id: (e) => e.id,
     version: (e) => millis(e.updateTime),
     order: (e) => millis(e.receiveTime),
@@ -65,17 +72,32 @@ export function EventsPage() {
         <LiveIndicator liveness={liveness} />
       </form>
       <RecordTable
-        columns={["Received", "Type", "Source", "Runs"]}
-        empty="No events yet."
+        columns={["Event", "Source", "Received", "Started agents", "Runs"]}
+        empty={
+          sourceId || eventType ? (
+            "No events match these filters."
+          ) : (
+            <p>
+              No events yet. Send one to a <Link to={`${base}/sources`}>webhook source</Link> (its page shows a ready <code>curl</code>) or use
+              its "Send test event" form.
+            </p>
+          )
+        }
         error={error}
         rows={items.map((e) => (
           <tr key={e.id}>
             <td>
-              <Link to={`${base}/events/${e.id}`}>{time(e.receiveTime)}</Link>
+              <Link to={`${base}/events/${e.id}`}>{e.eventType}</Link>
+              <div className="sub">
+                <CopyId id={e.id} />
+              </div>
             </td>
-            <td>{e.eventType}</td>
-            <td>{sourceName(sources, e.sourceId)}</td>
-            <td>{e.runIds.length}</td>
+            <td>{names.source(e.sourceId)}</td>
+            <td>
+              <When ts={e.receiveTime} />
+            </td>
+            <td>{agentsOf(e.matchedTriggerIds, names)}</td>
+            <td className="num">{e.runIds.length}</td>
           </tr>
         ))}
       />
@@ -89,7 +111,7 @@ export async function* mapStream<R, T>(stream: AsyncIterable<R>, f: (r: R) => T 
 
 export function EventPage({ id }: { id: string }) {
   const { api, base, canWrite } = useTenant();
-  const sources = useSources();
+  const names = useNames();
   const event = useLoad(async () => (await api.getEvent({ id })).event, [id]);
   const runs = useLoad(async () => (await api.listRuns({ eventId: id, pageSize: 100 })).runs, [id]);
   const replay = useAction();
@@ -102,11 +124,24 @@ export function EventPage({ id }: { id: string }) {
         <>
           <Facts
             rows={[
-              ["ID", <code>{e.id}</code>],
-              ["Source", <Link to={`${base}/sources/${e.sourceId}`}>{sourceName(sources, e.sourceId)}</Link>],
+              ["ID", <CopyId id={e.id} />],
+              ["Source", <Link to={`${base}/sources/${e.sourceId}`}>{names.source(e.sourceId)}</Link>],
               ["Received", time(e.receiveTime)],
               ["Idempotency key", e.idempotencyKey || "—"],
-              ["Matched triggers", e.matchedTriggerIds.length ? e.matchedTriggerIds.map((t) => <Link key={t} to={`${base}/triggers/${t}`}>{t} </Link>) : "none"],
+              [
+                "Matched triggers",
+                e.matchedTriggerIds.length
+                  ? e.matchedTriggerIds.map((t, i) => {
+                      const trigger = names.trigger(t);
+                      return (
+                        <Fragment key={t}>
+                          {i ? ", " : ""}
+                          <Link to={`${base}/triggers/${t}`}>{trigger ? `${describeTrigger(trigger, names.source)} → ${names.agent(trigger.agentId)}` : t}</Link>
+                        </Fragment>
+                      );
+                    })
+                  : "none",
+              ],
             ]}
           />
           <h2>Payload</h2>
@@ -117,7 +152,8 @@ export function EventPage({ id }: { id: string }) {
             <ul>
               {runs.value.map((r) => (
                 <li key={r.id}>
-                  <Link to={`${base}/runs/${r.id}`}>{r.id}</Link> <Status name={runStatusName(r.status)} />
+                  <Link to={`${base}/runs/${r.id}`}>{names.agent(r.agentId)}</Link> <Status name={runStatusName(r.status)} />{" "}
+                  <When ts={r.createTime} />
                 </li>
               ))}
             </ul>

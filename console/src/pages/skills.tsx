@@ -1,6 +1,7 @@
-import { useState } from "react";
+import { Fragment, useState } from "react";
 import type { Skill } from "../../../gen/platform/v1/skill_pb.js";
-import { Facts, Json } from "../components/bits.js";
+import { CopyId, Facts, Json, Status } from "../components/bits.js";
+import { useNames } from "../names.js";
 import { ActionForm, ErrorBanner, Field, placeProblem, useAction } from "../components/form.js";
 import { EditPage, RecordActions, RecordList, SubmitButton } from "../components/records.js";
 import { time } from "../format.js";
@@ -52,20 +53,35 @@ function PublicJwk({ skill }: { skill: Skill }) {
 
 export function SkillsPage() {
   const { api, tenant, base } = useTenant();
+  const names = useNames();
   const skills = useLoad(async () => (await api.listSkills({ pageSize: 100 })).skills, [tenant]);
   return (
     <RecordList
       title="Skills"
       create={{ to: `${base}/skills/new`, label: "New skill" }}
       records={skills}
-      empty="No skills yet. A skill is an MCP server whose tools agents call."
+      columns={["Skill", "Status", "Tools", "Used by", "Auth"]}
+      empty={
+        <p>
+          No skills yet. A skill is an MCP server whose tools agents call: add one with its URL, and its tools are listed at once.
+        </p>
+      }
     >
-      {(s) => (
-        <>
-          <Link to={`${base}/skills/${s.id}`}>{s.name}</Link> <span className="muted">{s.tools.length} tools</span>
-          {s.toolsRefreshError && <span className="warning"> listing tools failed</span>}
-        </>
-      )}
+      {(s) => {
+        const users = names.agents.filter((a) => a.skillIds.includes(s.id));
+        return [
+          <>
+            <Link to={`${base}/skills/${s.id}`}>{s.name}</Link>
+            <div className="sub">
+              <CopyId id={s.id} />
+            </div>
+          </>,
+          s.toolsRefreshError ? <Status name="listing tools failed" /> : <Status name="ok" />,
+          <span className="num">{s.tools.length}</span>,
+          users.length ? users.map((a, i) => <Fragment key={a.id}>{i ? ", " : ""}<Link to={`${base}/agents/${a.id}`}>{a.name}</Link></Fragment>) : <span className="muted">no agent</span>,
+          <span className="muted">{authName(s)}</span>,
+        ];
+      }}
     </RecordList>
   );
 }

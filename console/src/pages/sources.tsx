@@ -1,8 +1,11 @@
 import { useState, type ReactNode } from "react";
 import { WebhookSourceKind, type WebhookSource } from "../../../gen/platform/v1/webhook_source_pb.js";
-import { Facts } from "../components/bits.js";
+import { CopyId, Facts, When } from "../components/bits.js";
+import { ExpressionEditor, positionIn, TryIt, type Marked } from "../components/expression.js";
+import { ExpressionKind } from "../../../gen/platform/v1/expression_pb.js";
+import { useNames } from "../names.js";
 import { ActionForm, ErrorBanner, Field, placeProblem, useAction } from "../components/form.js";
-import { EditPage, RecordActions, RecordList, SubmitButton } from "../components/records.js";
+import { EditPage, Enabled, RecordActions, RecordList, SubmitButton } from "../components/records.js";
 import { time } from "../format.js";
 import { Link, useRouter } from "../router.js";
 import { useTenant } from "../tenant.js";
@@ -10,21 +13,46 @@ import { Heading, useLoad } from "./common.js";
 
 export function SourcesPage() {
   const { api, tenant, base } = useTenant();
+  const names = useNames();
   const sources = useLoad(async () => (await api.listWebhookSources({ pageSize: 100 })).webhookSources, [tenant]);
   return (
     <RecordList
       title="Webhook sources"
       create={{ to: `${base}/sources/new`, label: "New source" }}
       records={sources}
-      empty="No sources yet. A source is a sender of webhook events with its own token."
+      columns={["Source", "Kind", "Status", "Triggers", "Last event"]}
+      empty={
+        <p>
+          No sources yet. A source is a sender of webhook events (your app, GitHub, Stripe, any Standard Webhooks sender): create one
+          and its page shows the URL and a ready <code>curl</code>.
+        </p>
+      }
     >
-      {(s) => (
+      {(s) => [
         <>
-          <Link to={`${base}/sources/${s.id}`}>{s.name}</Link> <span className="muted">{KIND_LABELS[kindOf(s)]}</span>{" "}
-          {s.enabled === false && <span className="muted">(disabled)</span>}
-        </>
-      )}
+          <Link to={`${base}/sources/${s.id}`}>{s.name}</Link>
+          <div className="sub">
+            <CopyId id={s.id} />
+          </div>
+        </>,
+        KIND_LABELS[kindOf(s)],
+        <Enabled enabled={s.enabled} />,
+        <span className="num">{names.triggers.filter((t) => t.kind.case === "webhook" && (t.kind.value.sourceId === s.id || !t.kind.value.sourceId)).length}</span>,
+        <LastEvent sourceId={s.id} />,
+      ]}
     </RecordList>
+  );
+}
+
+function LastEvent({ sourceId }: { sourceId: string }) {
+  const { api, base } = useTenant();
+  const event = useLoad(async () => (await api.listEvents({ sourceId, pageSize: 1 })).events[0] ?? null, [sourceId]);
+  if (event.value === undefined) return <span className="muted">…</span>;
+  if (event.value === null) return <span className="muted">none yet</span>;
+  return (
+    <Link to={`${base}/events/${event.value.id}`}>
+      {event.value.eventType} <When ts={event.value.receiveTime} />
+    </Link>
   );
 }
 
@@ -57,6 +85,26 @@ function TokenOnce({ token }: { token: string }) {
         {token}
       </output>{" "}
       <CopyButton text={token} />
+    </section>
+  );
+}
+
+// How a sender reaches an envelope source: its URL and a curl to paste, as
+// `agentplane dev` prints it; the token in it only while it is shown once.
+function SendBy({ token }: { token?: string }) {
+  const url = `${location.origin}/webhooks/events`;
+  const curl = `curl -s -X POST ${url} -H 'content-type: application/json' -H 'X-Webhook-Token: ${token ?? "$WEBHOOK_TOKEN"}' -d '{"event_type": "order.created", "payload": {"id": 1}}'`;
+  return (
+    <section aria-labelledby="send-heading">
+      <h2 id="send-heading">Send an event</h2>
+      <p>
+        POST an envelope to <code data-testid="source-url">{url}</code> <CopyButton text={url} /> with the source's token
+        {token ? "" : " (shown when the source was created or its token rotated; $WEBHOOK_TOKEN below)"}:
+      </p>
+      <pre className="json" data-testid="source-curl" tabIndex={0} aria-label="curl command">
+        {curl}
+      </pre>
+      <CopyButton text={curl} />
     </section>
   );
 }
@@ -207,6 +255,7 @@ export function SourcePage({ id }: { id: string }) {
           </RecordActions>
           <ErrorBanner message={rotate.problem?.message ?? del.problem?.message} />
           <Facts rows={facts(s)} />
+          {!signed && <SendBy token={token} />}
           <p>
             <Link to={`${base}/events?source=${encodeURIComponent(id)}`}>Events from this source</Link>
           </p>
@@ -240,7 +289,7 @@ function facts(s: WebhookSource): [string, ReactNode][] {
       ]
     : [["Previous token valid until", time(s.previousTokenExpireTime)]];
   return [
-    ["ID", <code>{s.id}</code>],
+    ["ID", <CopyId id={s.id} />],
     ["Kind", KIND_LABELS[kindOf(s)]],
     ...credentials,
     ["Enabled", s.enabled === false ? "no" : "yes"],
@@ -259,6 +308,9 @@ function takeCreated(id: string): { token?: string; signingSecret?: string } | u
   return shown && { token: shown.token || undefined, signingSecret: shown.signingSecret || undefined };
 }
 
+// A source not created yet has no events: its mapping is tried on pasted JSON.
+const NO_SOURCE = "src_none";
+
 const KIND_CHOICES = [WebhookSourceKind.ENVELOPE, WebhookSourceKind.STANDARD_WEBHOOKS, WebhookSourceKind.GITHUB, WebhookSourceKind.STRIPE];
 
 function SourceForm({ source }: { source?: WebhookSource }) {
@@ -269,6 +321,7 @@ function SourceForm({ source }: { source?: WebhookSource }) {
   const [kind, setKind] = useState<WebhookSourceKind>(source ? kindOf(source) : WebhookSourceKind.ENVELOPE);
   const [signingSecret, setSigningSecret] = useState("");
   const [mapping, setMapping] = useState(source?.mapping ?? "");
+  const [marked, setMarked] = useState<Marked>();
   const action = useAction();
   const { at, general } = placeProblem(action.problem, [
     "webhook_source.name",
@@ -339,8 +392,17 @@ function SourceForm({ source }: { source?: WebhookSource }) {
           </>
         }
       >
-        {(p) => <textarea {...p} rows={4} value={mapping} onChange={(e) => setMapping(e.target.value)} />}
+        {(p) => (
+          <ExpressionEditor
+            control={p}
+            rows={4}
+            value={mapping}
+            onChange={(v) => (setMapping(v), setMarked(undefined))}
+            marked={marked ?? positionIn(at("webhook_source.mapping"))}
+          />
+        )}
       </Field>
+      <TryIt kind={ExpressionKind.MAPPING} expression={mapping} sourceId={source?.id ?? NO_SOURCE} onMarked={setMarked} />
       <div className="field">
         <label>
           <input type="checkbox" checked={enabled} onChange={(e) => setEnabled(e.target.checked)} /> Enabled (a disabled source's events are

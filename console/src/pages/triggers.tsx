@@ -3,44 +3,45 @@ import type { Agent } from "../../../gen/platform/v1/agent_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Trigger, TriggerSchema } from "../../../gen/platform/v1/trigger_pb.js";
 import type { WebhookSource } from "../../../gen/platform/v1/webhook_source_pb.js";
-import { Facts } from "../components/bits.js";
+import { CopyId, Facts, Status } from "../components/bits.js";
+import { ExpressionEditor, positionIn, TryIt, type Marked } from "../components/expression.js";
+import { ExpressionKind } from "../../../gen/platform/v1/expression_pb.js";
 import { ActionForm, ErrorBanner, Field, placeProblem, useAction } from "../components/form.js";
-import { EditPage, RecordActions, RecordList, SubmitButton } from "../components/records.js";
+import { EditPage, Enabled, LastRun, RecordActions, RecordList, SubmitButton } from "../components/records.js";
+import { describeTrigger, useNames } from "../names.js";
 import { time } from "../format.js";
 import { Link, useRouter } from "../router.js";
 import { useTenant } from "../tenant.js";
 import { Heading, useLoad } from "./common.js";
-import { useSources } from "./events.js";
-import { useAgentNames } from "./runs.js";
-
-function describe(t: Trigger, sourceName: (id: string) => string): string {
-  switch (t.kind.case) {
-    case "webhook":
-      return `webhook ${t.kind.value.eventTypePattern} from ${t.kind.value.sourceId ? sourceName(t.kind.value.sourceId) : "any source"}${t.kind.value.filter ? " (filtered)" : ""}`;
-    case "schedule":
-      return `schedule ${t.kind.value.cron} ${t.kind.value.timezone || "UTC"}`;
-    case "manual":
-      return "manual";
-    default:
-      return "trigger";
-  }
-}
 
 export function TriggersPage() {
   const { api, tenant, base } = useTenant();
   const triggers = useLoad(async () => (await api.listTriggers({ pageSize: 100 })).triggers, [tenant]);
-  const agentName = useAgentNames();
-  const sources = useSources();
-  const sourceName = (id: string) => sources.find((s) => s.id === id)?.name ?? id;
+  const names = useNames();
   return (
-    <RecordList title="Triggers" create={{ to: `${base}/triggers/new`, label: "New trigger" }} records={triggers} empty="No triggers yet.">
-      {(t) => (
+    <RecordList
+      title="Triggers"
+      create={{ to: `${base}/triggers/new`, label: "New trigger" }}
+      records={triggers}
+      columns={["Agent", "Fires on", "Status", "Last run"]}
+      empty={
+        <p>
+          No triggers yet. A trigger starts an agent on a source's webhook events or on a schedule; without one, agents run only by
+          hand.
+        </p>
+      }
+    >
+      {(t) => [
         <>
-          <Link to={`${base}/triggers/${t.id}`}>{describe(t, sourceName)}</Link> → {agentName(t.agentId)}{" "}
-          {t.enabled === false && <span className="muted">(disabled)</span>}
-          {t.filterError && <span className="warning"> filter failing</span>}
-        </>
-      )}
+          <Link to={`${base}/agents/${t.agentId}`}>{names.agent(t.agentId)}</Link>
+          <div className="sub">
+            <CopyId id={t.id} />
+          </div>
+        </>,
+        <Link to={`${base}/triggers/${t.id}`}>{describeTrigger(t, names.source)}</Link>,
+        t.filterError ? <Status name="filter failing" /> : <Enabled enabled={t.enabled} />,
+        <LastRun triggerId={t.id} />,
+      ]}
     </RecordList>
   );
 }
@@ -48,8 +49,7 @@ export function TriggersPage() {
 export function TriggerPage({ id }: { id: string }) {
   const { api, base } = useTenant();
   const trigger = useLoad(async () => (await api.getTrigger({ id })).trigger, [id]);
-  const agentName = useAgentNames();
-  const sources = useSources();
+  const names = useNames();
   const del = useAction();
   const t = trigger.value;
   return (
@@ -68,11 +68,13 @@ export function TriggerPage({ id }: { id: string }) {
           <ErrorBanner message={del.problem?.message} />
           <Facts
             rows={[
-              ["ID", <code>{t.id}</code>],
-              ["Agent", <Link to={`${base}/agents/${t.agentId}`}>{agentName(t.agentId)}</Link>],
-              ["Kind", describe(t, (s) => sources.find((x) => x.id === s)?.name ?? s)],
+              ["ID", <CopyId id={t.id} />],
+              ["Agent", <Link to={`${base}/agents/${t.agentId}`}>{names.agent(t.agentId)}</Link>],
+              ["Fires on", describeTrigger(t, names.source)],
               ...(t.kind.case === "webhook" && t.kind.value.filter ? [["Filter", <code>{t.kind.value.filter}</code>] as [string, ReactNode]] : []),
               ["Enabled", t.enabled === false ? "no" : "yes"],
+              ["Last run", <LastRun triggerId={t.id} />],
+              ["Runs", <Link to={`${base}/runs?trigger=${encodeURIComponent(t.id)}`}>this trigger's runs</Link>],
               ["Updated", time(t.updateTime)],
             ]}
           />
@@ -94,11 +96,13 @@ function TriggerForm({ trigger, agents, sources }: { trigger?: Trigger; agents: 
   const { navigate } = useRouter();
   const k = trigger?.kind;
   const [kind, setKind] = useState<Kind>(k?.case ?? "webhook");
-  const [agentId, setAgentId] = useState(trigger?.agentId ?? loc.search.get("agent") ?? agents[0]?.id ?? "");
+  // No agent until one is chosen: a trigger for the wrong agent is worse than a refused form.
+  const [agentId, setAgentId] = useState(trigger?.agentId ?? loc.search.get("agent") ?? "");
   const [enabled, setEnabled] = useState(trigger?.enabled !== false);
   const [sourceId, setSourceId] = useState(k?.case === "webhook" ? k.value.sourceId : "");
   const [pattern, setPattern] = useState(k?.case === "webhook" ? k.value.eventTypePattern : "");
   const [filter, setFilter] = useState(k?.case === "webhook" ? k.value.filter : "");
+  const [marked, setMarked] = useState<Marked>();
   const [cron, setCron] = useState(k?.case === "schedule" ? k.value.cron : "");
   const [timezone, setTimezone] = useState(k?.case === "schedule" ? k.value.timezone : "");
   const action = useAction();
@@ -172,8 +176,16 @@ function TriggerForm({ trigger, agents, sources }: { trigger?: Trigger; agents: 
             {(p) => <input {...p} value={pattern} onChange={(e) => setPattern(e.target.value)} />}
           </Field>
           <Field label="Filter (JSONata, optional)" error={at("trigger.webhook.filter")} hint="A boolean over {event_type, payload}">
-            {(p) => <textarea {...p} rows={2} value={filter} onChange={(e) => setFilter(e.target.value)} />}
+            {(p) => (
+              <ExpressionEditor
+                control={p}
+                value={filter}
+                onChange={(v) => (setFilter(v), setMarked(undefined))}
+                marked={marked ?? positionIn(at("trigger.webhook.filter"))}
+              />
+            )}
           </Field>
+          <TryIt kind={ExpressionKind.FILTER} expression={filter} sourceId={sourceId || undefined} onMarked={setMarked} />
         </>
       )}
       {kind === "schedule" && (

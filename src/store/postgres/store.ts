@@ -1,10 +1,11 @@
 import { StoreUnavailableError } from "../errors.js";
 import type * as rows from "../rows.js";
 import { SignalHub } from "../signal-hub.js";
-import type { EventQuery, ScheduleStore, Store, WebhookStore } from "../store.js";
+import type { EventQuery, RunQuery, ScheduleStore, Store, WebhookStore } from "../store.js";
 import { within } from "./deadline.js";
 import { pg, toStoreError } from "./errors.js";
 import { byEvent } from "../runs-by-event.js";
+import { idFloor } from "../../lib/ids.js";
 import type { GroupCommitOptions } from "../group-commit.js";
 import { ChangeNotifier } from "./change-notifier.js";
 import { createPgWebhookStore } from "./ingest.js";
@@ -52,7 +53,10 @@ export async function createPostgresStore(options: PostgresStoreOptions): Promis
   const memberRepo = tenantRepo<typeof members, rows.MemberRow, rows.MemberInsert>(sql, db, members, timeoutMs);
   const memberBySubject = `${memberRepo.reader.select}
     where ${memberRepo.reader.col(members.tenantId)} = $1 and ${memberRepo.reader.col(members.subject)} = $2`;
-  const runRepo = tenantRepo<typeof runs, rows.RunRow, rows.RunInsert>(sql, db, runs, timeoutMs);
+  const runRepo = tenantRepo<typeof runs, rows.RunRow, rows.RunInsert>(sql, db, runs, timeoutMs, [
+    { key: "createdAfter" satisfies keyof RunQuery, column: runs.id, op: ">=", bound: (ms) => idFloor("run", ms as number) },
+    { key: "createdBefore" satisfies keyof RunQuery, column: runs.id, op: "<", bound: (ms) => idFloor("run", ms as number) },
+  ]);
   const pingTimeoutMs = options.pingTimeoutMs ?? 2000;
 
   return {

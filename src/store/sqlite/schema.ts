@@ -186,6 +186,10 @@ export const runs = sqliteTable(
   (t) => [
     index("runs_tenant").on(t.tenantId, t.id),
     index("runs_event").on(t.eventId),
+    // The runs list filtered by agent or by status (the console's filters),
+    // newest first: a seek, not a walk over every run of the tenant.
+    index("runs_agent").on(t.tenantId, t.agentId, t.id),
+    index("runs_status").on(t.tenantId, t.status, t.id),
     // The queue: each tenant's queued runs oldest first (the fair claim seeks
     // from tenant to tenant), and a tenant's queued runs counted against its
     // quota. Partial: it holds the backlog only, so a claim never steps over

@@ -3,6 +3,7 @@ import { Column, and, eq, getTableColumns, getTableName } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { run } from "./errors.js";
 import { byEvent } from "../runs-by-event.js";
+import { idFloor } from "../../lib/ids.js";
 import { createSqliteMemberChange, createSqliteMemberships } from "./members.js";
 import type { GroupCommitOptions } from "../group-commit.js";
 import { createSqliteWebhookStore } from "./ingest.js";
@@ -16,7 +17,7 @@ import * as schema from "./schema.js";
 import { migrateSqlite, openSqlite, type Db, type SqliteOptions } from "./open.js";
 import { SqliteSignals, type SqliteSignalOptions } from "./signals.js";
 import { listQuery, type ExtraCondition } from "../list-query.js";
-import type { CachedTable, EventQuery, RunQueue, ScheduleStore, Store, TenantRepo, WebhookStore } from "../store.js";
+import type { CachedTable, EventQuery, RunQuery, RunQueue, ScheduleStore, Store, TenantRepo, WebhookStore } from "../store.js";
 
 interface TenantScopedTable extends SQLiteTable {
   id: SQLiteColumn;
@@ -261,7 +262,10 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
        where ${memberRepo.col(members.tenantId)} = ? and ${memberRepo.col(members.subject)} = ?`,
     ),
   );
-  const runRepo = tenantRepo<typeof runs, rows.RunRow, typeof runs.$inferInsert>(db, raw, runs);
+  const runRepo = tenantRepo<typeof runs, rows.RunRow, typeof runs.$inferInsert>(db, raw, runs, [
+    { key: "createdAfter" satisfies keyof RunQuery, column: runs.id, op: ">=", bound: (ms) => idFloor("run", ms as number) },
+    { key: "createdBefore" satisfies keyof RunQuery, column: runs.id, op: "<", bound: (ms) => idFloor("run", ms as number) },
+  ]);
   const runIdsForEvent = lazy(() =>
     raw
       .prepare<[string, string], string>(
