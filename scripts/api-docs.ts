@@ -1,8 +1,8 @@
 // Renders docs/api.md from the OpenAPI document the server serves at
 // /api/v1/openapi.json (`make docs`; `make check` fails when the file differs).
 import { PlatformService } from "../gen/platform/v1/platform_service_pb.js";
-import type { JsonSchema } from "../src/surfaces/proto-schema.js";
-import { openApiDocument, type Operation } from "../src/surfaces/openapi.js";
+import type { JsonSchema } from "../src/surfaces/proto-schema/proto-schema.js";
+import { openApiDocument, type Operation } from "../src/surfaces/rest/openapi.js";
 import { VERSION } from "../src/version.js";
 
 const doc = openApiDocument(PlatformService, VERSION);

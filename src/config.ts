@@ -10,10 +10,10 @@ import { AddressPolicy } from "./integrations/outbound/address-policy.js";
 import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, DEFAULT_SCHEDULE_MIN_INTERVAL_SECONDS, QUOTA_VARIABLES, type Quotas } from "./service/limits.js";
 import { openFileLimit } from "./lib/open-file-limit.js";
 import { DEFAULT_RECORD_LIMITS, type RecordLimits } from "./runtime/recordable.js";
-import type { ConsoleSettings } from "./surfaces/console.js";
-import { DEFAULT_HTTP_LIMITS, type HttpLimits } from "./surfaces/http-limits.js";
+import type { ConsoleSettings } from "./surfaces/console/console.js";
+import { DEFAULT_HTTP_LIMITS, type HttpLimits } from "./surfaces/http/http-limits.js";
 import { DEFAULT_STREAM_LIMITS, type StreamLimits } from "./service/streams.js";
-import { DEFAULT_SIGNED_BODY_TIMEOUT_MS, DEFAULT_TENANT_INFLIGHT_BYTES } from "./surfaces/inflight-bytes.js";
+import { DEFAULT_SIGNED_BODY_TIMEOUT_MS, DEFAULT_TENANT_INFLIGHT_BYTES } from "./surfaces/webhooks/inflight-bytes.js";
 
 export type AuthConfig =
   | ({ mode: "jwt" } & Required<Pick<JwtOptions, "issuer" | "audience" | "algorithms" | "clockToleranceSeconds">> & Pick<JwtOptions, "jwksUrl">)

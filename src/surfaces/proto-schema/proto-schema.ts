@@ -2,8 +2,8 @@
 // descriptors: shared by the MCP tool schemas and the REST mirror's OpenAPI
 // document, with the proto comments as descriptions.
 import { getOption, ScalarType, type DescEnum, type DescEnumValue, type DescField, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
-import { comments } from "../../gen/platform/v1/comments.js";
-import { FieldBehavior, field_behavior } from "../../gen/platform/v1/options_pb.js";
+import { comments } from "../../../gen/platform/v1/comments.js";
+import { FieldBehavior, field_behavior } from "../../../gen/platform/v1/options_pb.js";
 
 export interface JsonSchema {
   [key: string]: unknown;

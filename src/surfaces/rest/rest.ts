@@ -1,10 +1,10 @@
 import { ScalarType, create, fromJson, type DescEnum, type DescField, type DescMethod, type JsonObject } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { invalidArgument } from "../service/errors.js";
-import type { Platform } from "../service/platform.js";
-import { callerFromHeaders, nodeHeaderGetter } from "./caller.js";
-import { httpError } from "./errors.js";
+import { invalidArgument } from "../../service/errors.js";
+import type { Platform } from "../../service/platform.js";
+import { callerFromHeaders, nodeHeaderGetter } from "../http/caller.js";
+import { httpError } from "../http/errors.js";
 import { openApiDocument } from "./openapi.js";
 import { restJson } from "./rest-json.js";
 import { deriveRestRoutes, type RestRoute } from "./rest-routes.js";

@@ -1,6 +1,6 @@
 import { timingSafeEqual } from "node:crypto";
 import type { FastifyInstance } from "fastify";
-import type { Store } from "../store/store.js";
+import type { Store } from "../../store/store.js";
 
 export interface HealthOptions {
   store: Store;

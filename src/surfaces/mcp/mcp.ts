@@ -5,10 +5,10 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { Access } from "../../gen/platform/v1/options_pb.js";
-import { requiredScopes, ruleOf, scopeAllows, tenantless, type CallContext, type CallerInput } from "../service/access.js";
-import type { Platform } from "../service/platform.js";
-import { callerFromHeaders, nodeHeaderGetter } from "./caller.js";
+import { Access } from "../../../gen/platform/v1/options_pb.js";
+import { requiredScopes, ruleOf, scopeAllows, tenantless, type CallContext, type CallerInput } from "../../service/access.js";
+import type { Platform } from "../../service/platform.js";
+import { callerFromHeaders, nodeHeaderGetter } from "../http/caller.js";
 import { decodeArguments, invalidCallParams, JSON_RPC, jsonRpcBodies, jsonRpcError } from "./mcp-json-rpc.js";
 import { derivePlatformTools } from "./mcp-tools.js";
 

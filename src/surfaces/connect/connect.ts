@@ -2,8 +2,8 @@ import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextKey, createContextValues, type ConnectRouter, type ContextValues, type Interceptor } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from "fastify";
-import type { Platform } from "../service/platform.js";
-import { callerFromHeaders } from "./caller.js";
+import type { Platform } from "../../service/platform.js";
+import { callerFromHeaders } from "../http/caller.js";
 
 // Errors that are not ConnectErrors are bugs or infrastructure failures: log
 // them, and answer `internal` without their detail.

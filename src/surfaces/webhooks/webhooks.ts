@@ -2,11 +2,11 @@ import { PassThrough } from "node:stream";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { NO_OBSERVER, type Observer, type WebhookOutcome } from "../lib/observer.js";
-import type { WebhookSourceRow } from "../store/rows.js";
-import type { Accepted, WebhookIngestion } from "../service/webhooks.js";
-import type { Delivery, WebhookDeliveries } from "../service/webhook-deliveries.js";
-import { noteTenant } from "./access-log.js";
+import { NO_OBSERVER, type Observer, type WebhookOutcome } from "../../lib/observer.js";
+import type { WebhookSourceRow } from "../../store/rows.js";
+import type { Accepted, WebhookIngestion } from "../../service/webhooks.js";
+import type { Delivery, WebhookDeliveries } from "../../service/webhook-deliveries.js";
+import { noteTenant } from "../http/access-log.js";
 import { InflightBytes } from "./inflight-bytes.js";
 
 export interface WebhookSurfaceOptions {
