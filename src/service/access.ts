@@ -7,7 +7,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { Access, access } from "../../gen/platform/v1/options_pb.js";
 import type { Authenticator, Principal } from "../integrations/identity/index.js";
 import type { Store } from "../store/store.js";
-import { fromStoreError, invalidArgument, permissionDenied } from "./errors.js";
+import { invalidArgument, permissionDenied } from "./errors.js";
 import { isSlug } from "./validate.js";
 
 export type Surface = "api" | "mcp";
@@ -120,12 +120,12 @@ export function createAccess({ store, authenticator, tenantClaim }: AccessOption
     const denied = () => permissionDenied(`not a member of tenant "${slug}"`);
     const claimMatches = tenantClaim === undefined || principal.claims[tenantClaim] === slug;
     if (!claimMatches && !adminBypass) throw denied();
-    const tenant = await store.tenants.get(slug).catch(fromStoreError);
+    const tenant = await store.tenants.get(slug);
     if (!tenant || tenant.slug !== slug) {
       if (adminBypass) throw new ConnectError(`tenant "${slug}" not found`, Code.NotFound);
       throw denied();
     }
-    const role = claimMatches ? await resolveRole(principal, tenant.id).catch(fromStoreError) : undefined;
+    const role = claimMatches ? await resolveRole(principal, tenant.id) : undefined;
     if (!role && !adminBypass) throw denied();
     return { tenant: { id: tenant.id, slug: tenant.slug }, role };
   }
@@ -158,7 +158,7 @@ export function createAccess({ store, authenticator, tenantClaim }: AccessOption
         const claim = principal.claims[tenantClaim];
         return typeof claim === "string" ? claim : "";
       },
-      roleIn: (principal, tenantId) => resolveRole(principal, tenantId).catch(fromStoreError),
+      roleIn: (principal, tenantId) => resolveRole(principal, tenantId),
     } satisfies CallerRoles,
 
     // For a session-less surface that needs the caller's standing before it

@@ -6,7 +6,7 @@ import { webhookTokenDigest } from "../lib/webhook-token.js";
 import { StoreQuotaError } from "../store/errors.js";
 import type { WebhookSourceRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
-import { fromStoreError, invalidArgument } from "./errors.js";
+import { fromStoreError, invalidArgument, storeErrorsTranslated } from "./errors.js";
 import type { EventMatcher } from "./event-matching.js";
 import type { RunsQueued } from "./handlers.js";
 import { checkEventType } from "./event-pattern.js";
@@ -60,14 +60,14 @@ export function createWebhookIngestion(options: WebhookOptions) {
 
   // 429 so the sender retries later; nothing of the event is stored.
   async function overQuota(tenantId: string): Promise<ConnectError> {
-    const tenant = await store.tenants.get(tenantId).catch(fromStoreError);
+    const tenant = await store.tenants.get(tenantId);
     const err = quotaError(tenant?.slug ?? tenantId, { ...DEFAULT_QUOTAS, queuedRuns: maxQueuedRuns }, "queuedRuns");
     return new ConnectError(err.rawMessage, err.code, { "retry-after": "1" });
   }
 
   // The source's token bucket: every event it sends takes a token, however it came.
   async function admit(source: WebhookSourceRow): Promise<void> {
-    const taken = await limiter.take(source.id).catch(fromStoreError);
+    const taken = await limiter.take(source.id);
     if (!taken.ok)
       throw new ConnectError("rate limit exceeded for this webhook source", Code.ResourceExhausted, {
         "retry-after": String(taken.retryAfterSeconds),
@@ -79,7 +79,7 @@ export function createWebhookIngestion(options: WebhookOptions) {
     async authenticate(token: string | undefined): Promise<WebhookSourceRow> {
       if (!token || !TOKEN_SHAPE.test(token)) throw unauthenticated();
       const digest = webhookTokenDigest(token);
-      const source = lookups.cachedSource(digest, now()) ?? (await lookups.loadSource(digest, now()).catch(fromStoreError));
+      const source = lookups.cachedSource(digest, now()) ?? (await lookups.loadSource(digest, now()));
       if (!source || !source.enabled) throw unauthenticated();
       annotate({ [ATTR.tenant]: source.tenantId, [ATTR.source]: source.id });
       return source;
@@ -103,7 +103,7 @@ export function createWebhookIngestion(options: WebhookOptions) {
 
       const t = now();
       const triggers =
-        lookups.cachedTriggers(source.tenantId, source.id) ?? (await lookups.loadTriggers(source.tenantId, source.id).catch(fromStoreError));
+        lookups.cachedTriggers(source.tenantId, source.id) ?? (await lookups.loadTriggers(source.tenantId, source.id));
       const match = tracer().startSpan("match triggers");
       const matched = await matcher
         .matching(source.tenantId, triggers.matching(eventType), eventType, payload as Record<string, unknown>)
@@ -112,7 +112,7 @@ export function createWebhookIngestion(options: WebhookOptions) {
       // A cheap early refusal from this process's recent count; the store
       // enforces the cap exactly when it commits the runs.
       if (matched.length) {
-        const queued = queuedRuns.fresh(source.tenantId, t) ?? (await queuedRuns.get(source.tenantId, t).catch(fromStoreError));
+        const queued = queuedRuns.fresh(source.tenantId, t) ?? (await queuedRuns.get(source.tenantId, t));
         if (queued + matched.length > maxQueuedRuns) throw await overQuota(source.tenantId);
       }
       const eventId = newId("evt");
@@ -154,7 +154,7 @@ export function createWebhookIngestion(options: WebhookOptions) {
         )
         .catch(async (err: unknown) => {
           if (err instanceof StoreQuotaError) throw await overQuota(source.tenantId);
-          return fromStoreError(err);
+          throw err;
         })
         .finally(() => commit.end());
       if (result.duplicate) return { status: 200, body: { event_id: result.eventId, duplicate: true } };
@@ -165,12 +165,18 @@ export function createWebhookIngestion(options: WebhookOptions) {
       return { status: 202, body: { event_id: result.eventId, matched_triggers: matched.length } };
     },
   };
-  return {
+  return storeErrorsTranslated({
     ...ingestion,
-    // One span over validation, matching and the commit.
+    // One span over validation, matching and the commit, its refusal kind
+    // the API's (store errors translated inside it).
     accept: (source: WebhookSourceRow, body: unknown, idempotencyKey: string | undefined): Promise<Accepted> =>
-      inSpan("ingest event", { attributes: { [ATTR.tenant]: source.tenantId, [ATTR.source]: source.id } }, () => ingestion.accept(source, body, idempotencyKey), refusalKind),
-  };
+      inSpan(
+        "ingest event",
+        { attributes: { [ATTR.tenant]: source.tenantId, [ATTR.source]: source.id } },
+        () => ingestion.accept(source, body, idempotencyKey).catch(fromStoreError),
+        refusalKind,
+      ),
+  });
 }
 
 export type WebhookIngestion = ReturnType<typeof createWebhookIngestion>;
