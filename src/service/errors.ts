@@ -14,6 +14,14 @@ export const permissionDenied = (message: string) => new ConnectError(message, C
 
 // A per-tenant quota is reached: names the count, the limit and the variable
 // that sets it, so the operator knows what to raise.
+// Refused for now: the caller may try again after `seconds`. The metadata
+// key is the HTTP header's name, as Connect sends metadata as headers and
+// the other surfaces copy the `ANSWER_METADATA` (surfaces/http/errors.ts).
+const RETRY_AFTER = "retry-after";
+export const ANSWER_METADATA = [RETRY_AFTER] as const;
+export const retryLater = (message: string, seconds: number, code = Code.ResourceExhausted) =>
+  new ConnectError(message, code, { [RETRY_AFTER]: String(seconds) });
+
 export const quotaExceeded = (tenant: string, limit: number, what: string, variable: string) =>
   new ConnectError(`tenant ${tenant} has ${limit} ${what}, the limit (${variable})`, Code.ResourceExhausted);
 

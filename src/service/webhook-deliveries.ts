@@ -1,11 +1,11 @@
 import { createHash } from "node:crypto";
-import { Code, ConnectError } from "@connectrpc/connect";
+import type { ConnectError } from "@connectrpc/connect";
 import { SandboxBacklogError, type ExpressionSandbox, type Outcome } from "../integrations/expressions/sandbox.js";
 import type { SecretBox } from "../lib/secret-box.js";
 import { annotate, ATTR } from "../lib/tracing.js";
 import { header, SIGNATURE_HEADERS, verifySignature, type RequestHeaders, type SignedKind } from "../lib/webhook-signatures.js";
 import type { WebhookSourceRow } from "../store/rows.js";
-import { invalidArgument, storeErrorsTranslated } from "./errors.js";
+import { invalidArgument, retryLater, storeErrorsTranslated } from "./errors.js";
 import { checkEventType } from "./event-pattern.js";
 import type { WebhookLookups } from "./lookup-cache.js";
 import { unauthenticated, type Accepted, type WebhookIngestion } from "./webhooks.js";
@@ -149,7 +149,7 @@ export function createWebhookDeliveries({ ingestion, lookups, secrets, sandbox, 
       outcomes = await sandbox.evaluate(source.tenantId, [source.mapping!], input, mappingBudgetMs, "mapping");
     } catch (err) {
       if (err instanceof SandboxBacklogError)
-        throw new ConnectError("this tenant's expressions are backlogged; retry later", Code.ResourceExhausted, { "retry-after": "1" });
+        throw retryLater("this tenant's expressions are backlogged; retry later", 1);
       throw err;
     }
     const outcome = outcomes[0]!;

@@ -183,9 +183,9 @@ export function webhookSourceHandlers({ store, now, quotas, webhooks, secrets, p
       await webhooks.admit(source);
       const accepted = await webhooks.accept(source, { event_type: eventType, payload }, undefined);
       // No idempotency key, so never a duplicate.
-      const matchedTriggers = accepted.status === 202 ? accepted.body.matched_triggers : 0;
-      const event = await store.events.get(tenant.id, accepted.body.event_id);
-      if (!event) throw notFound("event", accepted.body.event_id);
+      const matchedTriggers = accepted.duplicate ? 0 : accepted.matchedTriggers;
+      const event = await store.events.get(tenant.id, accepted.eventId);
+      if (!event) throw notFound("event", accepted.eventId);
       const runIds = await store.runs.idsForEvent(tenant.id, event.id);
       return { event: { ...eventMessage(event, runIds), tenant: tenant.slug }, matchedTriggers };
     },

@@ -6,7 +6,7 @@ import { webhookTokenDigest } from "../lib/webhook-token.js";
 import { StoreQuotaError } from "../store/errors.js";
 import type { WebhookSourceRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
-import { fromStoreError, invalidArgument, storeErrorsTranslated } from "./errors.js";
+import { fromStoreError, invalidArgument, retryLater, storeErrorsTranslated } from "./errors.js";
 import type { EventMatcher } from "./event-matching.js";
 import type { RunsQueued } from "./handlers.js";
 import { checkEventType } from "./event-pattern.js";
@@ -38,9 +38,10 @@ export interface WebhookOptions {
   maxQueuedRuns?: number;
 }
 
-export type Accepted =
-  | { status: 202; body: { event_id: string; matched_triggers: number } }
-  | { status: 200; body: { event_id: string; duplicate: true } };
+// What became of an event: stored with the runs it queued, or a duplicate
+// of one stored before under the same idempotency key (how a surface
+// answers either is its own business).
+export type Accepted = { eventId: string; duplicate: false; matchedTriggers: number } | { eventId: string; duplicate: true };
 
 // One message for every token failure, so a caller learns nothing about
 // which tokens or sources exist.
@@ -62,16 +63,14 @@ export function createWebhookIngestion(options: WebhookOptions) {
   async function overQuota(tenantId: string): Promise<ConnectError> {
     const tenant = await store.tenants.get(tenantId);
     const err = quotaError(tenant?.slug ?? tenantId, { ...DEFAULT_QUOTAS, queuedRuns: maxQueuedRuns }, "queuedRuns");
-    return new ConnectError(err.rawMessage, err.code, { "retry-after": "1" });
+    return retryLater(err.rawMessage, 1, err.code);
   }
 
   // The source's token bucket: every event it sends takes a token, however it came.
   async function admit(source: WebhookSourceRow): Promise<void> {
     const taken = await limiter.take(source.id);
     if (!taken.ok)
-      throw new ConnectError("rate limit exceeded for this webhook source", Code.ResourceExhausted, {
-        "retry-after": String(taken.retryAfterSeconds),
-      });
+      throw retryLater("rate limit exceeded for this webhook source", taken.retryAfterSeconds);
   }
 
   const ingestion = {
@@ -157,12 +156,12 @@ export function createWebhookIngestion(options: WebhookOptions) {
           throw err;
         })
         .finally(() => commit.end());
-      if (result.duplicate) return { status: 200, body: { event_id: result.eventId, duplicate: true } };
+      if (result.duplicate) return { eventId: result.eventId, duplicate: true };
       if (matched.length) {
         queuedRuns.added(source.tenantId, matched.length);
         options.onRunsQueued?.("webhook", runs);
       }
-      return { status: 202, body: { event_id: result.eventId, matched_triggers: matched.length } };
+      return { eventId: result.eventId, duplicate: false, matchedTriggers: matched.length };
     },
   };
   return storeErrorsTranslated({

@@ -1,5 +1,6 @@
 import { fromJson, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
 import type { FastifyError, FastifyInstance, FastifyReply } from "fastify";
+import { bodyRefusal, type BodyRefusal } from "../http/errors.js";
 
 // JSON-RPC 2.0 error codes (§5.1) the endpoint answers itself; -32000 is the
 // implementation-defined "Unauthorized" the MCP SDK's servers also use.
@@ -26,16 +27,17 @@ export function jsonRpcBodies(app: FastifyInstance): void {
       done(new ParseError("body is not valid JSON"));
     }
   });
+  const refusals: Record<BodyRefusal["kind"], string> = {
+    too_large: `the body is larger than ${limit} bytes`,
+    media_type: "Content-Type must be application/json",
+    length: "Content-Length does not match the body",
+    empty: "the body is empty",
+    malformed: "the body cannot be read",
+  };
   app.setErrorHandler((err: FastifyError, _req, reply) => {
     if (err instanceof ParseError) return jsonRpcError(reply, 400, `Parse error: ${err.message}`, JSON_RPC.parseError);
-    switch (err.code) {
-      case "FST_ERR_CTP_BODY_TOO_LARGE":
-        return jsonRpcError(reply, 413, `Invalid Request: the body is larger than ${limit} bytes`);
-      case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
-        return jsonRpcError(reply, 415, "Invalid Request: Content-Type must be application/json");
-      case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
-        return jsonRpcError(reply, 400, "Invalid Request: Content-Length does not match the body");
-    }
+    const refused = bodyRefusal(err);
+    if (refused) return jsonRpcError(reply, refused.status, `Invalid Request: ${refusals[refused.kind]}`);
     app.log.error({ err }, "MCP request failed");
     return jsonRpcError(reply, 500, "Internal error", JSON_RPC.internalError);
   });
