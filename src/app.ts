@@ -194,7 +194,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   const snapshots = execution?.metricSnapshots?.bind(execution);
   if (snapshots) metrics.fromThreads(snapshots);
 
-  await server.register(healthSurface, { store: options.store, exposition: metrics.exposition, metricsToken: options.metricsToken });
+  await server.register(healthSurface, { storeAnswers: () => options.store.ping(), exposition: metrics.exposition, metricsToken: options.metricsToken });
   const api = (options.surfaces ?? "all") === "all";
   if (api) {
     await server.register(connectSurface, { platform, readMaxBytes: limits.maxBodyBytes });

@@ -11,7 +11,9 @@ import { invalidArgument, permissionDenied } from "./errors.js";
 import { isSlug } from "./validate.js";
 
 export type Surface = "api" | "mcp";
-export type Role = "admin" | "viewer";
+// A member's role in a tenant, as stored and as `authorize` decides it (the
+// API's is the generated `Role` enum; a serve process's is config.ts's `ServeRole`).
+export type RoleName = "admin" | "viewer";
 
 // What a surface extracted from a request, before anything is trusted.
 export interface CallerInput {
@@ -28,7 +30,7 @@ export interface CallContext {
   surface: Surface;
   // Set for tenant operations; never for platform and caller operations.
   tenant?: { id: string; slug: string };
-  role?: Role;
+  role?: RoleName;
 }
 
 export interface MethodRule {
@@ -68,7 +70,7 @@ export interface CallerRoles {
   // The role `authorize` would give the caller in the tenant, without the
   // platform:admin bypass: its Member row's, or in claim mode the one its
   // scopes make.
-  roleIn(principal: Principal, tenantId: string): Promise<Role | undefined>;
+  roleIn(principal: Principal, tenantId: string): Promise<RoleName | undefined>;
 }
 
 export interface AccessOptions {
@@ -86,7 +88,7 @@ export function scopeAllows(principal: Principal, surface: Surface, rule: Method
 }
 
 export function createAccess({ store, authenticator, tenantClaim }: AccessOptions) {
-  async function resolveRole(principal: Principal, tenantId: string): Promise<Role | undefined> {
+  async function resolveRole(principal: Principal, tenantId: string): Promise<RoleName | undefined> {
     const member = await store.members.findBySubject(tenantId, principal.subject);
     if (member) return member.role;
     if (tenantClaim === undefined) return undefined;
@@ -134,7 +136,7 @@ export function createAccess({ store, authenticator, tenantClaim }: AccessOption
   const bypasses = (principal: Principal, rule: MethodRule) =>
     rule.access === Access.TENANT_OR_PLATFORM_ADMIN && principal.scopes.has(PLATFORM_ADMIN_SCOPE);
 
-  function writeNeedsAdmin(method: DescMethod, rule: MethodRule, role: Role | undefined, slug: string): void {
+  function writeNeedsAdmin(method: DescMethod, rule: MethodRule, role: RoleName | undefined, slug: string): void {
     if (rule.write && role !== "admin") throw permissionDenied(`${method.name} needs the admin role in tenant "${slug}"`);
   }
 
@@ -187,5 +189,3 @@ export function createAccess({ store, authenticator, tenantClaim }: AccessOption
     },
   };
 }
-
-export type AccessControl = ReturnType<typeof createAccess>;

@@ -3,6 +3,7 @@ import { Role } from "../../gen/platform/v1/common_pb.js";
 import { MemberSchema, type Member } from "../../gen/platform/v1/tenant_pb.js";
 import { newId } from "../lib/ids.js";
 import type { MemberRow } from "../store/rows.js";
+import type { RoleName } from "./access.js";
 import { failedPrecondition, invalidArgument, notFound } from "./errors.js";
 import { applyUpdateMask } from "./field-mask.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
@@ -13,7 +14,7 @@ import { requireText } from "./validate.js";
 
 const ROLE_NAMES = { [Role.ADMIN]: "admin", [Role.VIEWER]: "viewer" } as const;
 
-function roleName(role: Role): "admin" | "viewer" {
+function roleName(role: Role): RoleName {
   if (role === Role.ADMIN || role === Role.VIEWER) return ROLE_NAMES[role];
   throw invalidArgument("member.role", "must be ROLE_ADMIN or ROLE_VIEWER");
 }

@@ -3,7 +3,7 @@ import { Role } from "../../gen/platform/v1/common_pb.js";
 import { MembershipSchema, type Membership } from "../../gen/platform/v1/tenant_pb.js";
 import type { Principal } from "../integrations/identity/index.js";
 import type { TenantRow } from "../store/rows.js";
-import { PLATFORM_ADMIN_SCOPE, type Role as RoleName } from "./access.js";
+import { PLATFORM_ADMIN_SCOPE, type RoleName } from "./access.js";
 import type { PlatformHandlers, ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";
 import { isSlug } from "./validate.js";

@@ -8,12 +8,11 @@ import type { WebhookSourceRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import { fromStoreError, invalidArgument, retryLater, storeErrorsTranslated } from "./errors.js";
 import type { EventMatcher } from "./event-matching.js";
-import type { RunsQueued } from "./handlers.js";
 import { checkEventType } from "./event-pattern.js";
 import { nestsDeeperThan } from "./json-depth.js";
 import type { WebhookLookups } from "./lookup-cache.js";
 import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, MAX_LENGTH } from "./limits.js";
-import { QueuedRunCounts } from "./queued-runs.js";
+import { QueuedRunCounts, type RunsQueued } from "./queued-runs.js";
 import { quotaError } from "./quotas.js";
 import { RateLimiter } from "./rate-limit.js";
 import { checkStorableJson } from "./validate.js";
@@ -41,6 +40,10 @@ export interface WebhookOptions {
 // What became of an event: stored with the runs it queued, or a duplicate
 // of one stored before under the same idempotency key (how a surface
 // answers either is its own business).
+// The source a webhook request was authenticated as, handed back to
+// `admit` and `accept` by the surface.
+export type WebhookSource = WebhookSourceRow;
+
 export type Accepted = { eventId: string; duplicate: false; matchedTriggers: number } | { eventId: string; duplicate: true };
 
 // One message for every token failure, so a caller learns nothing about

@@ -4,13 +4,13 @@ import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
 import { OutboundBlockedError, ResponseTooLargeError, type FetchLike } from "../outbound/guarded-fetch.js";
 import { propagatingFetch } from "../outbound/trace-context.js";
 import { clean, jsonReason } from "../outbound/upstream-reason.js";
-import { authenticatedFetch, type SkillAuth } from "./auth-fetch.js";
+import { authenticatedFetch, type LiveSkillAuth } from "./auth-fetch.js";
 import { requestSignals } from "./request-signal.js";
 import { SkillError } from "./errors.js";
 
 export interface SkillClientOptions {
   url: string;
-  auth: SkillAuth;
+  auth: LiveSkillAuth;
   fetch: FetchLike;
   callTimeoutMs: number;
   version: string;

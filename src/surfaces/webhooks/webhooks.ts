@@ -3,8 +3,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { NO_OBSERVER, type Observer, type WebhookOutcome } from "../../lib/observer.js";
-import type { WebhookSourceRow } from "../../store/rows.js";
-import type { Accepted, WebhookIngestion } from "../../service/webhooks.js";
+import type { Accepted, WebhookIngestion, WebhookSource } from "../../service/webhooks.js";
 import type { Delivery, WebhookDeliveries } from "../../service/webhook-deliveries.js";
 import { retryLater } from "../../service/errors.js";
 import { noteTenant } from "../http/access-log.js";
@@ -28,7 +27,7 @@ export interface WebhookSurfaceOptions {
 // A request of a known source: the bytes it holds of its tenant's share
 // (none until it is admitted) until it is answered and its handler is done.
 interface Admitted {
-  source: WebhookSourceRow;
+  source: WebhookSource;
   bytes: number;
   // Past the source's rate limit too: a 429 now is the queued-runs quota.
   rated: boolean;
@@ -78,7 +77,7 @@ export async function webhookSurface(
   { ingestion, deliveries, maxBytes, tenantInflightBytes, signedBodyTimeoutMs, observer = NO_OBSERVER }: WebhookSurfaceOptions,
 ): Promise<void> {
   // The source of every authenticated request (its tenant labels the outcome).
-  const sources = new WeakMap<FastifyRequest, WebhookSourceRow>();
+  const sources = new WeakMap<FastifyRequest, WebhookSource>();
   // Requests of a known source, and the tenant's bytes in flight they hold.
   const admitted = new WeakMap<FastifyRequest, Admitted>();
   const inflight = new InflightBytes(tenantInflightBytes);
@@ -91,7 +90,7 @@ export async function webhookSurface(
   // Follows the request of a known source from now until the answer is out
   // (or the connection gone) and the handler is done: a sender that hangs
   // up after its body still holds its share while that body is processed.
-  const track = (req: FastifyRequest, reply: FastifyReply, source: WebhookSourceRow): Admitted => {
+  const track = (req: FastifyRequest, reply: FastifyReply, source: WebhookSource): Admitted => {
     const a: Admitted = { source, bytes: 0, rated: false, handling: false, closed: reply.raw.destroyed };
     admitted.set(req, a);
     reply.raw.once("close", () => {
@@ -118,7 +117,7 @@ export async function webhookSurface(
     }
   };
   // 202 for a stored event, 200 for a duplicate: the sender may stop either way.
-  const answer = (reply: FastifyReply, source: WebhookSourceRow, result: Accepted) => {
+  const answer = (reply: FastifyReply, source: WebhookSource, result: Accepted) => {
     if (result.duplicate) return reply.status(200).send({ event_id: result.eventId, duplicate: true });
     if (result.matchedTriggers) observer.triggersMatched(source.tenantId, result.matchedTriggers);
     return reply.status(202).send({ event_id: result.eventId, matched_triggers: result.matchedTriggers });
