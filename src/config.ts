@@ -250,7 +250,7 @@ export interface LoadOptions {
 }
 
 // One core for HTTP and ingest, the others for executing runs.
-export const DEFAULT_WORKER_THREADS = Math.max(1, availableParallelism() - 1);
+const DEFAULT_WORKER_THREADS = Math.max(1, availableParallelism() - 1);
 
 export interface StoreConfig {
   // postgres://…: PostgreSQL; unset: SQLite at sqlitePath.
@@ -326,9 +326,9 @@ export function loadOperatorSettings(env: Env = process.env): { secretKey?: stri
   return { secretKey, publicUrl: publicUrlOf(env, port, dev) };
 }
 
-export const DEFAULT_CONSOLE_SCOPES = "openid platform:read platform:write";
+const DEFAULT_CONSOLE_SCOPES = "openid platform:read platform:write";
 // The public client the dev issuer registers for the console.
-export const DEV_CONSOLE_CLIENT_ID = "agentplane-console";
+const DEV_CONSOLE_CLIENT_ID = "agentplane-console";
 
 // The console logs in where the API's tokens come from, for the API's
 // audience, unless told otherwise.
@@ -346,7 +346,7 @@ function parseConsole(env: Env, auth: AuthConfig, publicUrl: string): ConsoleSet
 // `agentplane dev` may call loopback by default, so an MCP server started on
 // the same machine works as a skill; `serve` allows nothing unless told.
 // Setting AGENTPLANE_OUTBOUND_ALLOW replaces this default in `dev` too.
-export const DEV_OUTBOUND_ALLOW: readonly string[] = ["127.0.0.0/8", "::1/128"];
+const DEV_OUTBOUND_ALLOW: readonly string[] = ["127.0.0.0/8", "::1/128"];
 
 export function loadConfig(env: Env = process.env, options: LoadOptions = {}): Config {
   const problems: string[] = [];

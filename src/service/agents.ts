@@ -34,7 +34,7 @@ const LISTED_TOOLS = 20;
 
 export const agentSecretContext = (id: string) => `agent:${id}:model.api_key`;
 
-export function agentMessage(row: AgentRow): Agent {
+function agentMessage(row: AgentRow): Agent {
   const { spec } = row;
   return create(AgentSchema, {
     id: row.id,

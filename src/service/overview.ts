@@ -19,7 +19,7 @@ export const WINDOWS: Record<Exclude<OverviewWindow, OverviewWindow.UNSPECIFIED>
 };
 
 // Agents and triggers listed with the most failures.
-export const TOP_FAILING = 5;
+const TOP_FAILING = 5;
 
 // The window ending with the bucket that holds `now`: bucket boundaries fall
 // on multiples of the width, so a chart polled again moves by whole buckets.

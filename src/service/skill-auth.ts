@@ -62,7 +62,7 @@ const RESERVED_HEADERS = new Set([
   "traceparent",
   "tracestate",
 ]);
-export const MAX_SKILL_HEADERS = 8;
+const MAX_SKILL_HEADERS = 8;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 // Visible ASCII, space and tab (RFC 9110 field-value without obs-text): no
 // CR, LF or NUL, so a value can never split a header.

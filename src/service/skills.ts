@@ -19,7 +19,7 @@ import { checkStorableJson, requireText } from "./validate.js";
 
 const UPDATABLE = ["name", "mcp_url", "auth"] as const;
 
-export function skillMessage(row: SkillRow): Skill {
+function skillMessage(row: SkillRow): Skill {
   return create(SkillSchema, {
     id: row.id,
     name: row.name,

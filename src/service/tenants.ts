@@ -9,7 +9,7 @@ import { page, pageQuery } from "./pagination.js";
 import { MAX_LENGTH } from "./limits.js";
 import { isSlug, optionalText } from "./validate.js";
 
-export function tenantMessage(row: TenantRow): Tenant {
+function tenantMessage(row: TenantRow): Tenant {
   return create(TenantSchema, { id: row.id, slug: row.slug, displayName: row.displayName, ...times(row) });
 }
 

@@ -16,7 +16,7 @@ import { checkLength, requireId } from "./validate.js";
 
 const UPDATABLE = ["agent_id", "enabled", "webhook", "schedule", "manual"] as const;
 
-export function triggerMessage(row: TriggerRow): Trigger {
+function triggerMessage(row: TriggerRow): Trigger {
   const kind: MessageInitShape<typeof TriggerSchema>["kind"] =
     row.kind === "webhook"
       ? { case: "webhook", value: { sourceId: row.sourceId ?? "", eventTypePattern: row.eventTypePattern ?? "", filter: row.filter ?? "" } }

@@ -17,7 +17,7 @@ import { requireText } from "./validate.js";
 import { signingSecretContext } from "./webhook-deliveries.js";
 
 const UPDATABLE = ["name", "enabled", "mapping"] as const;
-export const DEFAULT_ROTATION_GRACE_MS = 24 * 3600_000;
+const DEFAULT_ROTATION_GRACE_MS = 24 * 3600_000;
 const MAX_ROTATION_GRACE_MS = 30 * 24 * 3600_000;
 
 // A new source's fields, checked without the store (see newTenantFields).
@@ -42,7 +42,7 @@ function graceMsOf(gracePeriod: Duration | undefined): number {
 }
 
 // `publicUrl`: where this service is reached, for a signed source's URL.
-export function webhookSourceMessage(row: WebhookSourceRow, now: number, publicUrl: string): WebhookSource {
+function webhookSourceMessage(row: WebhookSourceRow, now: number, publicUrl: string): WebhookSource {
   const graceLeft = (expires: number | null) => (expires !== null && expires > now ? timestampFromMs(expires) : undefined);
   const signed = row.kind !== "envelope";
   return create(WebhookSourceSchema, {

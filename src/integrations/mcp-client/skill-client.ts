@@ -28,7 +28,7 @@ function httpFailure(e: StreamableHTTPError): string {
 }
 
 // Any failure below the tool itself, as a SkillError with a kind.
-export function toSkillError(err: unknown): SkillError {
+function toSkillError(err: unknown): SkillError {
   if (err instanceof SkillError) return err;
   const e = err as Error & { code?: unknown; cause?: unknown };
   if (e instanceof OutboundBlockedError || e.cause instanceof OutboundBlockedError)
@@ -54,7 +54,7 @@ export function toSkillError(err: unknown): SkillError {
 }
 
 // Where a tools/call carries its idempotency key (SPEC §5).
-export const IDEMPOTENCY_KEY_META = "agentplane/idempotency-key";
+const IDEMPOTENCY_KEY_META = "agentplane/idempotency-key";
 
 // Tool calls in flight on one client, by idempotency key: each call's own
 // abort, for a response too large to read.

@@ -38,8 +38,8 @@ export interface SkillPoolOptions {
 
 // Bounds of the pool (README limits table): what a thread keeps for skills
 // it called, each a connected client and maybe an OAuth token.
-export const SKILL_POOL_MAX = 500;
-export const SKILL_POOL_IDLE_MS = 10 * 60_000;
+const SKILL_POOL_MAX = 500;
+const SKILL_POOL_IDLE_MS = 10 * 60_000;
 
 interface Entry {
   skillId: string;

@@ -68,7 +68,7 @@ export function decodeArguments<T extends DescMessage>(input: T, args: unknown):
 // as a tool execution error, which a model can read and correct; earlier
 // revisions list them as a protocol error (-32602). A stateless endpoint
 // knows the revision from each request's header, absent meaning 2025-03-26.
-export const argumentErrorsAreToolErrors = (protocolVersion: string | undefined) => (protocolVersion ?? "") >= "2025-11-25";
+const argumentErrorsAreToolErrors = (protocolVersion: string | undefined) => (protocolVersion ?? "") >= "2025-11-25";
 
 // What is wrong with a `tools/call`'s params, said briefly, before the SDK's
 // schema check would answer -32603 with a whole validation dump: the

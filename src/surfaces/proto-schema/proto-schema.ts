@@ -39,7 +39,7 @@ const WELL_KNOWN: Record<string, JsonSchema> = {
   "google.protobuf.Value": { description: "any JSON value" },
 };
 
-export function wellKnownSchema(message: DescMessage): JsonSchema | undefined {
+function wellKnownSchema(message: DescMessage): JsonSchema | undefined {
   const known = WELL_KNOWN[message.typeName];
   // A message of another package would be written as a plain object, which
   // its proto JSON form may not be: refuse rather than describe it wrongly.
@@ -49,7 +49,7 @@ export function wellKnownSchema(message: DescMessage): JsonSchema | undefined {
   return known && { ...known };
 }
 
-export function scalarSchema(scalar: ScalarType): JsonSchema {
+function scalarSchema(scalar: ScalarType): JsonSchema {
   switch (scalar) {
     case ScalarType.STRING:
       return { type: "string" };
