@@ -78,7 +78,7 @@ export interface AppOptions {
   // The browser console's login settings (GET /console/config.json); unset,
   // the console says how to configure them.
   console?: ConsoleSettings;
-  // One line per request (surfaces/access-log.ts); on unless false.
+  // One line per request (surfaces/http/access-log.ts); on unless false.
   accessLog?: boolean;
   // Built by the caller when something made before the app reports to it
   // (the authenticator); a fresh one without a tenant label otherwise.
