@@ -58,7 +58,7 @@ export function storeErrorsTranslated<T extends object>(entries: T): T {
         ? entry
         : (...args: unknown[]) => {
             try {
-              const result: unknown = entry(...args);
+              const result: unknown = entry.apply(entries, args);
               return result instanceof Promise ? result.catch(fromStoreError) : result;
             } catch (err) {
               return fromStoreError(err);
