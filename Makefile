@@ -52,9 +52,12 @@ run: $(TSC_STAMP) $(CONSOLE_BUILT)
 typecheck: $(TSC_STAMP) $(CLIENT_TS_STAMP)
 	$(BIN)/tsc -p console/tsconfig.json
 
+# depcruise: no import cycle, and imports only inward (.dependency-cruiser.mjs,
+# the layering of docs/architecture.md).
 lint: $(NPM_INSTALL_STAMP)
 	$(BIN)/buf lint
 	$(BIN)/eslint .
+	$(BIN)/depcruise --config .dependency-cruiser.mjs src console/src
 
 # Fails when gen/, docs/api.md or the migrations are not what the sources make.
 check: lint typecheck

@@ -2,7 +2,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["dist/", "gen/", "node_modules/", "data/", "src/store/migrations/", "clients/typescript/dist/", "clients/typescript/src/gen"] },
+  { ignores: ["dist/", "gen/", "node_modules/", "data/", "clients/typescript/dist/", "clients/typescript/src/gen"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   // The guide's example programs are plain Node ESM, run as they are shown.

@@ -2,7 +2,7 @@ import { fileURLToPath } from "node:url";
 import { defineConfig } from "vite";
 
 // Built by `make build` into dist/console, which the server serves at
-// /console (src/surfaces/console.ts). Asset names carry a content hash, so
+// /console (src/surfaces/console/console.ts). Asset names carry a content hash, so
 // the server may cache them for a year.
 export default defineConfig({
   root: fileURLToPath(new URL(".", import.meta.url)),

@@ -8,24 +8,24 @@ import { DEFAULT_QUOTAS, type Quotas } from "./service/limits.js";
 import { createPlatform, type Platform } from "./service/platform.js";
 import type { StreamLimits } from "./service/streams.js";
 import type { Store } from "./store/store.js";
-import { connectSurface } from "./surfaces/connect.js";
-import { consoleSurface, type ConsoleSettings } from "./surfaces/console.js";
+import { connectSurface } from "./surfaces/connect/connect.js";
+import { consoleSurface, type ConsoleSettings } from "./surfaces/console/console.js";
 import { projectRoot } from "./lib/project-root.js";
 import { join } from "node:path";
-import { devIssuerSurface } from "./surfaces/dev-issuer.js";
-import { h2cServerFactory } from "./surfaces/h2c-server.js";
-import { nameSpansByRoute, tracedServerFactory } from "./surfaces/request-spans.js";
-import { clientErrorHandler, DEFAULT_HTTP_LIMITS, type HttpLimits } from "./surfaces/http-limits.js";
-import { healthSurface } from "./surfaces/health.js";
-import { mcpSurface } from "./surfaces/mcp.js";
-import { notFound } from "./surfaces/not-found.js";
+import { devIssuerSurface } from "./surfaces/dev-issuer/dev-issuer.js";
+import { h2cServerFactory } from "./surfaces/http/h2c-server.js";
+import { nameSpansByRoute, tracedServerFactory } from "./surfaces/http/request-spans.js";
+import { clientErrorHandler, DEFAULT_HTTP_LIMITS, type HttpLimits } from "./surfaces/http/http-limits.js";
+import { healthSurface } from "./surfaces/http/health.js";
+import { mcpSurface } from "./surfaces/mcp/mcp.js";
+import { notFound } from "./surfaces/http/not-found.js";
 import { VERSION } from "./version.js";
 import { createOutboundFetch, DEFAULT_OUTBOUND, type OutboundOptions } from "./integrations/outbound/outbound.js";
 import { createSkillPool } from "./integrations/skill-pool-factory.js";
 import type { SkillPool } from "./integrations/mcp-client/skill-pool.js";
-import { restSurface } from "./surfaces/rest.js";
-import { DEFAULT_SIGNED_BODY_TIMEOUT_MS, DEFAULT_TENANT_INFLIGHT_BYTES } from "./surfaces/inflight-bytes.js";
-import { webhookSurface } from "./surfaces/webhooks.js";
+import { restSurface } from "./surfaces/rest/rest.js";
+import { DEFAULT_SIGNED_BODY_TIMEOUT_MS, DEFAULT_TENANT_INFLIGHT_BYTES } from "./surfaces/webhooks/inflight-bytes.js";
+import { webhookSurface } from "./surfaces/webhooks/webhooks.js";
 import type { Scheduler } from "./runtime/scheduler.js";
 import type { Worker } from "./runtime/worker.js";
 import { buildRuntime, type Execution, type Runtime, type RuntimeOptions } from "./runtime/runtime.js";
@@ -35,7 +35,7 @@ import type { ExpressionUse } from "./lib/observer.js";
 import type { FilterPolicy } from "./service/event-matching.js";
 import { LogThrottle } from "./lib/log-throttle.js";
 import { TenantSlugs } from "./service/tenant-slugs.js";
-import { accessLog } from "./surfaces/access-log.js";
+import { accessLog } from "./surfaces/http/access-log.js";
 
 export { DEFAULT_STEP_BUDGET_MS, type RuntimeOptions } from "./runtime/runtime.js";
 
@@ -80,7 +80,7 @@ export interface AppOptions {
   // The browser console's login settings (GET /console/config.json); unset,
   // the console says how to configure them.
   console?: ConsoleSettings;
-  // One line per request (surfaces/access-log.ts); on unless false.
+  // One line per request (surfaces/http/access-log.ts); on unless false.
   accessLog?: boolean;
   // Built by the caller when something made before the app reports to it
   // (the authenticator); a fresh one without a tenant label otherwise.
@@ -196,7 +196,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   const snapshots = execution?.metricSnapshots?.bind(execution);
   if (snapshots) metrics.fromThreads(snapshots);
 
-  await server.register(healthSurface, { store: options.store, exposition: metrics.exposition, metricsToken: options.metricsToken });
+  await server.register(healthSurface, { storeAnswers: () => options.store.ping(), exposition: metrics.exposition, metricsToken: options.metricsToken });
   const api = (options.surfaces ?? "all") === "all";
   if (api) {
     await server.register(connectSurface, { platform, readMaxBytes: limits.maxBodyBytes });

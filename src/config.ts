@@ -4,32 +4,27 @@
 import { existsSync, readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { join, resolve } from "node:path";
-import { INTROSPECTION_DEFAULTS, type IntrospectionOptions } from "./integrations/identity/introspection.js";
-import type { JwtOptions } from "./integrations/identity/jwt.js";
+import type { AuthConfig } from "./integrations/identity/index.js";
+import { INTROSPECTION_DEFAULTS } from "./integrations/identity/introspection.js";
 import { DEFAULT_OUTBOUND, type OutboundOptions } from "./integrations/outbound/outbound.js";
 import { AddressPolicy } from "./integrations/outbound/address-policy.js";
 import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, DEFAULT_SCHEDULE_MIN_INTERVAL_SECONDS, QUOTA_VARIABLES, type Quotas } from "./service/limits.js";
 import { openFileLimit } from "./lib/open-file-limit.js";
 import { DEFAULT_RECORD_LIMITS, type RecordLimits } from "./runtime/recordable.js";
-import type { ConsoleSettings } from "./surfaces/console.js";
+import type { ConsoleSettings } from "./surfaces/console/console.js";
 import { DATA_DIR, DATABASE_URL, DEFAULT_PORT, HOST, LOG_LEVEL, PORT, PUBLIC_URL, ROLE } from "./config-variables.js";
-import { DEFAULT_HTTP_LIMITS, type HttpLimits } from "./surfaces/http-limits.js";
+import { DEFAULT_HTTP_LIMITS, type HttpLimits } from "./surfaces/http/http-limits.js";
 import { DEFAULT_STREAM_LIMITS, type StreamLimits } from "./service/streams.js";
-import { DEFAULT_SIGNED_BODY_TIMEOUT_MS, DEFAULT_TENANT_INFLIGHT_BYTES } from "./surfaces/inflight-bytes.js";
-
-export type AuthConfig =
-  | ({ mode: "jwt" } & Required<Pick<JwtOptions, "issuer" | "audience" | "algorithms" | "clockToleranceSeconds">> & Pick<JwtOptions, "jwksUrl">)
-  | ({ mode: "introspection" } & Omit<IntrospectionOptions, "log" | "cacheMaxEntries">)
-  // The embedded issuer of `agentplane dev`; `serve` never selects it.
-  | { mode: "dev"; audience: string; clockToleranceSeconds: number };
+import { DEFAULT_SIGNED_BODY_TIMEOUT_MS, DEFAULT_TENANT_INFLIGHT_BYTES } from "./surfaces/webhooks/inflight-bytes.js";
 
 // What one `serve` process does: `api` the HTTP surfaces (runs are queued for
 // other processes), `worker` executes runs and fires schedules, `all` both.
-export type Role = "api" | "worker" | "all";
-export const ROLES: readonly Role[] = ["api", "worker", "all"];
+// (A member's role in a tenant is service/access.ts's `RoleName`.)
+export type ServeRole = "api" | "worker" | "all";
+const SERVE_ROLES: readonly ServeRole[] = ["api", "worker", "all"];
 
 export interface Config extends StoreConfig {
-  role: Role;
+  role: ServeRole;
   // Threads executing runs beside the HTTP thread (0: on the HTTP thread).
   workerThreads: number;
   host: string;
@@ -258,7 +253,7 @@ export interface LoadOptions {
 }
 
 // One core for HTTP and ingest, the others for executing runs.
-export const DEFAULT_WORKER_THREADS = Math.max(1, availableParallelism() - 1);
+const DEFAULT_WORKER_THREADS = Math.max(1, availableParallelism() - 1);
 
 export interface StoreConfig {
   // postgres://…: PostgreSQL; unset: SQLite at sqlitePath.
@@ -334,9 +329,9 @@ export function loadOperatorSettings(env: Env = process.env): { secretKey?: stri
   return { secretKey, publicUrl: publicUrlOf(env, port, dev) };
 }
 
-export const DEFAULT_CONSOLE_SCOPES = "openid platform:read platform:write";
+const DEFAULT_CONSOLE_SCOPES = "openid platform:read platform:write";
 // The public client the dev issuer registers for the console.
-export const DEV_CONSOLE_CLIENT_ID = "agentplane-console";
+const DEV_CONSOLE_CLIENT_ID = "agentplane-console";
 
 // The console logs in where the API's tokens come from, for the API's
 // audience, unless told otherwise.
@@ -354,7 +349,7 @@ function parseConsole(env: Env, auth: AuthConfig, publicUrl: string): ConsoleSet
 // `agentplane dev` may call loopback by default, so an MCP server started on
 // the same machine works as a skill; `serve` allows nothing unless told.
 // Setting AGENTPLANE_OUTBOUND_ALLOW replaces this default in `dev` too.
-export const DEV_OUTBOUND_ALLOW: readonly string[] = ["127.0.0.0/8", "::1/128"];
+const DEV_OUTBOUND_ALLOW: readonly string[] = ["127.0.0.0/8", "::1/128"];
 
 export function loadConfig(env: Env = process.env, options: LoadOptions = {}): Config {
   const problems: string[] = [];
@@ -389,9 +384,10 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     stepBudgetMs: positiveInt(env, "AGENTPLANE_STEP_EXPRESSION_BUDGET_MS", 1000, problems),
   };
   const role = options.role ?? str(env, ROLE.name) ?? "all";
-  if (!(ROLES as readonly string[]).includes(role)) problems.push(`AGENTPLANE_ROLE (or --role) must be ${ROLES.slice(0, -1).join(", ")} or ${ROLES.at(-1)}, got "${role}"`);
+  if (!(SERVE_ROLES as readonly string[]).includes(role))
+    problems.push(`AGENTPLANE_ROLE (or --role) must be ${SERVE_ROLES.slice(0, -1).join(", ")} or ${SERVE_ROLES.at(-1)}, got "${role}"`);
   const config: Config = {
-    role: role as Role, // checked above; a problem stops the load
+    role: role as ServeRole, // checked above; a problem stops the load
     workerThreads: int(env, "AGENTPLANE_WORKER_THREADS", DEFAULT_WORKER_THREADS, problems),
     host,
     port,

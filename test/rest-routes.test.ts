@@ -1,7 +1,7 @@
 // The REST mirror is derived from the descriptor; this table is the contract
 // users see, so a proto change that moves a route shows up here.
 import { PlatformService } from "../gen/platform/v1/platform_service_pb.js";
-import { deriveRestRoutes } from "../src/surfaces/rest-routes.js";
+import { deriveRestRoutes } from "../src/surfaces/rest/rest-routes.js";
 
 it("derives every REST route from the PlatformService descriptor", () => {
   const table = deriveRestRoutes(PlatformService).map((r) => `${r.verb} ${r.path} -> ${r.method.name}`);

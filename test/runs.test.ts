@@ -314,11 +314,17 @@ describe("runs", () => {
     const t = suite();
     const signals = new SignalHub();
     let worker: Worker;
+    let unsubscribe: (() => void)[] = [];
     beforeAll(() => {
-      worker = new Worker({ queue: t.server.store.queue, signals, executor, log: silent, concurrency: 2, leaseMs: 30_000, maxAttempts: 3, idlePollMs: 60_000 });
+      worker = new Worker({ queue: t.server.store.queue, executor, log: silent, concurrency: 2, leaseMs: 30_000, maxAttempts: 3, idlePollMs: 60_000 });
+      // As runtime/runtime.ts subscribes its worker.
+      unsubscribe = [signals.onRunsQueued(() => worker.wake()), signals.onRunCancelled((id) => worker.cancel(id))];
       worker.start();
     });
-    afterAll(() => worker.stop(100));
+    afterAll(async () => {
+      for (const off of unsubscribe) off();
+      await worker.stop(100);
+    });
 
     it("claims runs another process queued when the store signals them, and aborts a run cancelled elsewhere", async () => {
       const agentId = await t.createAgent("elsewhere");

@@ -238,7 +238,10 @@ function startWatch() {
 }
 
 function realWorker(store: Store, executor: Executor): Worker {
-  return new Worker({ queue: store.queue, executor, log: createLogger("silent"), concurrency: CONCURRENCY, leaseMs: LEASE, maxAttempts: 3, signals: store.signals });
+  const worker = new Worker({ queue: store.queue, executor, log: createLogger("silent"), concurrency: CONCURRENCY, leaseMs: LEASE, maxAttempts: 3 });
+  // Woken by the store's signals, as runtime/runtime.ts wires a worker.
+  store.signals.onRunsQueued(() => worker.wake());
+  return worker;
 }
 
 // One run at a time at RATE/s through the real store: insertMany → the executor starts it.

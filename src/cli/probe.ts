@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { SkillError } from "../integrations/mcp-client/errors.js";
 import type { TokenEndpointAuthMethod } from "../integrations/mcp-client/oauth.js";
-import type { SkillAuthConfig } from "../integrations/mcp-client/skill-pool.js";
+import type { OpenedSkillAuth } from "../integrations/mcp-client/skill-pool.js";
 import { createOutboundFetch, DEFAULT_OUTBOUND } from "../integrations/outbound/outbound.js";
 import { createSkillPool } from "../integrations/skill-pool-factory.js";
 import { importSigningKey, signingAlgOf } from "../lib/signing-keys.js";
@@ -36,7 +36,7 @@ async function privateKeyOf(file: string): Promise<{ pem: string; alg: "RS256" |
 // Connects to an MCP server as the runtime would (same guard, same auth
 // flow), lists its tools, and says precisely which step failed otherwise.
 export async function probeSkill(options: ProbeOptions): Promise<number> {
-  let auth: SkillAuthConfig = { mode: "none" };
+  let auth: OpenedSkillAuth = { mode: "none" };
   if (options.bearer) auth = { mode: "static_bearer", token: options.bearer };
   else if (options.headers && Object.keys(options.headers).length) auth = { mode: "headers", headers: options.headers };
   else if (options.issuer || options.clientId) {

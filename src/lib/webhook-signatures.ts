@@ -12,7 +12,7 @@ export type RequestHeaders = Record<string, string | string[] | undefined>;
 
 // Standard Webhooks and Stripe sign a timestamp: a delivery older or newer
 // than this is refused, so a captured one cannot be replayed later.
-export const TIMESTAMP_TOLERANCE_S = 300;
+const TIMESTAMP_TOLERANCE_S = 300;
 
 // Headers that carry signatures; never handed to a mapping.
 export const SIGNATURE_HEADERS: readonly string[] = [

@@ -34,12 +34,13 @@ export type ExecutionResult =
   | { status: "succeeded"; output: unknown }
   | { status: "failed" | "timed_out"; error: string };
 
-// Runs one attempt of a run. The agent runtime fills this in; until then the
-// no-op executor records one step and succeeds.
+// Runs one attempt of a run: `agent-executor.ts` (plans and model loops).
 export interface Executor {
   execute(run: RunRow, ctx: ExecutionContext): Promise<ExecutionResult>;
 }
 
+// Records one step and succeeds: for tests and benches that measure what
+// surrounds the execution.
 export const noopExecutor: Executor = {
   async execute(run, ctx) {
     const step = ctx.startStep({ kind: "tool_call", skillId: "", tool: "noop", arguments: { run_id: run.id } });

@@ -14,7 +14,7 @@ const BACKOFF_MS = [200, 800, 2000];
 
 // What a step keeps of a tool result: the structured content when the tool
 // gave one, else its text.
-export function resultValue(result: CallToolResult): unknown {
+function resultValue(result: CallToolResult): unknown {
   if (result.structuredContent) return result.structuredContent;
   const texts = result.content.filter((c) => c.type === "text").map((c) => (c as { text: string }).text);
   return texts.length === 1 ? texts[0] : texts;

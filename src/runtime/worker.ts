@@ -5,7 +5,7 @@ import { NO_OBSERVER, type Observer } from "../lib/observer.js";
 import { FailureStreak } from "../lib/failure-streak.js";
 import { pause } from "../lib/pause.js";
 import { StoreRefusedError, StoreUnavailableError } from "../store/errors.js";
-import type { RunOutcome, RunQueue, StoreSignals } from "../store/store.js";
+import type { RunOutcome, RunQueue } from "../store/store.js";
 import { errorKindOf, errorKindOfMessage } from "../service/error-kinds.js";
 import type { ExecutionResult, Executor } from "./executor.js";
 import { DEFAULT_RECORD_LIMITS, type RecordLimits } from "./recordable.js";
@@ -20,9 +20,6 @@ export interface WorkerOptions {
   concurrency: number;
   leaseMs: number;
   maxAttempts: number;
-  // What other processes and replicas did: runs they queued or released wake
-  // this worker, a run they cancelled is aborted here.
-  signals?: StoreSignals;
   // Upper bound on sleeping with nothing to do: a safety net for a missed
   // signal. In-process queueing calls wake().
   idlePollMs?: number;
@@ -65,8 +62,7 @@ export class Worker {
   // Names the host and process, so that step records and lease owners tell
   // replicas apart.
   readonly owner = `worker-${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
-  readonly #o: Required<Omit<WorkerOptions, "signals" | "tenantSlug">> & Pick<WorkerOptions, "signals" | "tenantSlug">;
-  #unsubscribe: (() => void)[] = [];
+  readonly #o: Required<Omit<WorkerOptions, "tenantSlug">> & Pick<WorkerOptions, "tenantSlug">;
   readonly #active = new Map<string, { controller: AbortController; done: Promise<void> }>();
   #timer?: NodeJS.Timeout;
   #heartbeat?: NodeJS.Timeout;
@@ -94,8 +90,6 @@ export class Worker {
 
   start(): void {
     this.#stopped = false;
-    const { signals } = this.#o;
-    if (signals) this.#unsubscribe = [signals.onRunsQueued(() => this.wake()), signals.onRunCancelled((id) => this.cancel(id))];
     this.#heartbeat = setInterval(() => void this.#beat(), Math.max(50, this.#o.leaseMs / 3));
     this.wake();
   }
@@ -126,7 +120,6 @@ export class Worker {
   async stop(graceMs = 10_000): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#timer);
-    for (const unsubscribe of this.#unsubscribe.splice(0)) unsubscribe();
     const all = () => Promise.all([...this.#active.values()].map((a) => a.done));
     await Promise.race([all(), new Promise((r) => setTimeout(r, graceMs).unref())]);
     const left = [...this.#active.keys()];

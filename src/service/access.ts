@@ -7,11 +7,13 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { Access, access } from "../../gen/platform/v1/options_pb.js";
 import type { Authenticator, Principal } from "../integrations/identity/index.js";
 import type { Store } from "../store/store.js";
-import { fromStoreError, invalidArgument, permissionDenied } from "./errors.js";
+import { invalidArgument, permissionDenied } from "./errors.js";
 import { isSlug } from "./validate.js";
 
 export type Surface = "api" | "mcp";
-export type Role = "admin" | "viewer";
+// A member's role in a tenant, as stored and as `authorize` decides it (the
+// API's is the generated `Role` enum; a serve process's is config.ts's `ServeRole`).
+export type RoleName = "admin" | "viewer";
 
 // What a surface extracted from a request, before anything is trusted.
 export interface CallerInput {
@@ -28,7 +30,7 @@ export interface CallContext {
   surface: Surface;
   // Set for tenant operations; never for platform and caller operations.
   tenant?: { id: string; slug: string };
-  role?: Role;
+  role?: RoleName;
 }
 
 export interface MethodRule {
@@ -68,7 +70,7 @@ export interface CallerRoles {
   // The role `authorize` would give the caller in the tenant, without the
   // platform:admin bypass: its Member row's, or in claim mode the one its
   // scopes make.
-  roleIn(principal: Principal, tenantId: string): Promise<Role | undefined>;
+  roleIn(principal: Principal, tenantId: string): Promise<RoleName | undefined>;
 }
 
 export interface AccessOptions {
@@ -86,7 +88,7 @@ export function scopeAllows(principal: Principal, surface: Surface, rule: Method
 }
 
 export function createAccess({ store, authenticator, tenantClaim }: AccessOptions) {
-  async function resolveRole(principal: Principal, tenantId: string): Promise<Role | undefined> {
+  async function resolveRole(principal: Principal, tenantId: string): Promise<RoleName | undefined> {
     const member = await store.members.findBySubject(tenantId, principal.subject);
     if (member) return member.role;
     if (tenantClaim === undefined) return undefined;
@@ -120,12 +122,12 @@ export function createAccess({ store, authenticator, tenantClaim }: AccessOption
     const denied = () => permissionDenied(`not a member of tenant "${slug}"`);
     const claimMatches = tenantClaim === undefined || principal.claims[tenantClaim] === slug;
     if (!claimMatches && !adminBypass) throw denied();
-    const tenant = await store.tenants.get(slug).catch(fromStoreError);
+    const tenant = await store.tenants.get(slug);
     if (!tenant || tenant.slug !== slug) {
       if (adminBypass) throw new ConnectError(`tenant "${slug}" not found`, Code.NotFound);
       throw denied();
     }
-    const role = claimMatches ? await resolveRole(principal, tenant.id).catch(fromStoreError) : undefined;
+    const role = claimMatches ? await resolveRole(principal, tenant.id) : undefined;
     if (!role && !adminBypass) throw denied();
     return { tenant: { id: tenant.id, slug: tenant.slug }, role };
   }
@@ -134,7 +136,7 @@ export function createAccess({ store, authenticator, tenantClaim }: AccessOption
   const bypasses = (principal: Principal, rule: MethodRule) =>
     rule.access === Access.TENANT_OR_PLATFORM_ADMIN && principal.scopes.has(PLATFORM_ADMIN_SCOPE);
 
-  function writeNeedsAdmin(method: DescMethod, rule: MethodRule, role: Role | undefined, slug: string): void {
+  function writeNeedsAdmin(method: DescMethod, rule: MethodRule, role: RoleName | undefined, slug: string): void {
     if (rule.write && role !== "admin") throw permissionDenied(`${method.name} needs the admin role in tenant "${slug}"`);
   }
 
@@ -158,7 +160,7 @@ export function createAccess({ store, authenticator, tenantClaim }: AccessOption
         const claim = principal.claims[tenantClaim];
         return typeof claim === "string" ? claim : "";
       },
-      roleIn: (principal, tenantId) => resolveRole(principal, tenantId).catch(fromStoreError),
+      roleIn: (principal, tenantId) => resolveRole(principal, tenantId),
     } satisfies CallerRoles,
 
     // For a session-less surface that needs the caller's standing before it
@@ -187,5 +189,3 @@ export function createAccess({ store, authenticator, tenantClaim }: AccessOption
     },
   };
 }
-
-export type AccessControl = ReturnType<typeof createAccess>;

@@ -5,7 +5,7 @@ import { newId } from "../lib/ids.js";
 import { currentTraceParent } from "../lib/tracing.js";
 import { queuedRun } from "../store/queued-run.js";
 import type { AgentRow, AgentSpec, SkillRow } from "../store/rows.js";
-import { failedPrecondition, fromStoreError, invalidArgument, notFound } from "./errors.js";
+import { failedPrecondition, invalidArgument, notFound } from "./errors.js";
 import { checkHttpUrl, checkJsonata } from "./expressions.js";
 import { applyUpdateMask } from "./field-mask.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
@@ -35,7 +35,7 @@ const LISTED_TOOLS = 20;
 
 export const agentSecretContext = (id: string) => `agent:${id}:model.api_key`;
 
-export function agentMessage(row: AgentRow): Agent {
+function agentMessage(row: AgentRow): Agent {
   const { spec } = row;
   return create(AgentSchema, {
     id: row.id,
@@ -98,7 +98,7 @@ export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonM
     const skills = new Map<string, SkillRow>();
     for (const [i, skillId] of skillIds.entries()) {
       requireId(`agent.skill_ids[${i}]`, skillId, "skl");
-      const skill = await store.skills.get(tenantId, skillId).catch(fromStoreError);
+      const skill = await store.skills.get(tenantId, skillId);
       if (!skill) throw invalidArgument(`agent.skill_ids[${i}]`, `skill "${skillId}" not found`);
       skills.set(skillId, skill);
     }
@@ -163,7 +163,7 @@ export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonM
   }
 
   async function find(tenantId: string, id: string): Promise<AgentRow> {
-    const row = await store.agents.get(tenantId, id).catch(fromStoreError);
+    const row = await store.agents.get(tenantId, id);
     if (!row) throw notFound("agent", id);
     return row;
   }
@@ -172,7 +172,7 @@ export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonM
     async listAgents(req, call) {
       const tenant = tenantOf(call);
       const q = pageQuery(req);
-      const rows = await store.agents.list(tenant.id, q).catch(fromStoreError);
+      const rows = await store.agents.list(tenant.id, q);
       const { items, nextPageToken } = page(rows, q.limit);
       return { agents: items.map((r) => ({ ...agentMessage(r), tenant: tenant.slug })), nextPageToken };
     },
@@ -195,15 +195,15 @@ export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonM
       const { merged, paths } = applyUpdateMask(AgentSchema, agentMessage(row), agent, updateMask, UPDATABLE);
       const plan = paths.some((p) => ["steps", "model", "skill_ids"].includes(p.split(".")[0]!));
       const cols = await columns(tenant.id, merged, row.id, row.modelApiKey, plan);
-      const updated = await store.agents.update(tenant.id, row.id, { ...cols, updateTime: now() }).catch(fromStoreError);
+      const updated = await store.agents.update(tenant.id, row.id, { ...cols, updateTime: now() });
       if (!updated) throw notFound("agent", agent.id);
       return { agent: { ...agentMessage(updated), tenant: tenant.slug } };
     },
     async deleteAgent({ id }, call) {
       const tenant = tenantOf(call);
-      const triggers = await store.triggers.list(tenant.id, { limit: 1, where: { agentId: id } }).catch(fromStoreError);
+      const triggers = await store.triggers.list(tenant.id, { limit: 1, where: { agentId: id } });
       if (triggers.length) throw failedPrecondition(`agent "${id}" still has triggers; delete them first`);
-      if (!(await store.agents.delete(tenant.id, id).catch(fromStoreError))) throw notFound("agent", id);
+      if (!(await store.agents.delete(tenant.id, id))) throw notFound("agent", id);
       return {};
     },
     async runAgent({ id, input }, call) {
@@ -214,11 +214,11 @@ export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonM
       const json = input && input.kind.case !== undefined ? toJson(ValueSchema, input) : null;
       if (nestsDeeperThan(json, jsonMaxDepth)) throw invalidArgument("input", `must not nest deeper than ${jsonMaxDepth} levels`);
       const rows = [queuedRun({ tenantId: tenant.id, agentId: agent.id, input: json, traceParent: currentTraceParent() }, now())];
-      const queued = await store.queue.insertMany(rows, quotas.queuedRuns).catch(fromStoreError);
+      const queued = await store.queue.insertMany(rows, quotas.queuedRuns);
       if (!queued) throw quotaError(tenant.slug, quotas, "queuedRuns");
       onRunsQueued("run_agent", rows);
       const runId = rows[0]!.id;
-      const run = await store.runs.get(tenant.id, runId).catch(fromStoreError);
+      const run = await store.runs.get(tenant.id, runId);
       if (!run) throw notFound("run", runId);
       return { run: { ...runMessage(run), tenant: tenant.slug } };
     },

@@ -10,7 +10,7 @@ export interface FeedKey {
 // How far a change may be stamped before one already seen and still become
 // visible after it: clock skew between replicas, and the time from taking
 // `now` to the commit (group commit, a wait for the write lock).
-export const CHANGE_SKEW_MS = 2000;
+const CHANGE_SKEW_MS = 2000;
 const PAGE = 100;
 
 export interface FeedSource<Row, Out = Row> {

@@ -1,7 +1,7 @@
-import { Code, ConnectError } from "@connectrpc/connect";
 import { SandboxBacklogError, type ExpressionSandbox, type Outcome } from "../integrations/expressions/sandbox.js";
 import type { TriggerRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
+import { retryLater } from "./errors.js";
 
 // Why a filter did not get to say yes: its own failure, or suspension after
 // repeated overruns.
@@ -79,7 +79,7 @@ export class EventMatcher {
         );
       } catch (err) {
         if (err instanceof SandboxBacklogError)
-          throw new ConnectError("this tenant's trigger filters are backlogged; retry later", Code.ResourceExhausted, { "retry-after": "1" });
+          throw retryLater("this tenant's trigger filters are backlogged; retry later", 1);
         throw err;
       }
     }

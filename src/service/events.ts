@@ -4,7 +4,7 @@ import { EventSchema, type Event } from "../../gen/platform/v1/event_pb.js";
 import { queuedRun } from "../store/queued-run.js";
 import type { EventRow } from "../store/rows.js";
 import { currentTraceParent } from "../lib/tracing.js";
-import { fromStoreError, notFound } from "./errors.js";
+import { notFound } from "./errors.js";
 import { runMessage } from "./runs.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";
@@ -26,7 +26,7 @@ export function eventMessage(row: EventRow, runIds: string[] = []): Event {
 
 export function eventHandlers({ store, matcher, lookups, now, onRunsQueued, quotas }: ServiceDeps) {
   async function find(tenantId: string, id: string): Promise<EventRow> {
-    const row = await store.events.get(tenantId, id).catch(fromStoreError);
+    const row = await store.events.get(tenantId, id);
     if (!row) throw notFound("event", id);
     return row;
   }
@@ -41,16 +41,15 @@ export function eventHandlers({ store, matcher, lookups, now, onRunsQueued, quot
           where: { sourceId: req.sourceId || undefined, eventType: req.eventType || undefined },
           receivedAfter: req.receiveTimeAfter && timestampMs(req.receiveTimeAfter),
           receivedBefore: req.receiveTimeBefore && timestampMs(req.receiveTimeBefore),
-        })
-        .catch(fromStoreError);
+        });
       const { items, nextPageToken } = page(rows, q.limit);
-      const runIds = await store.runs.idsForEvents(tenant.id, items.map((r) => r.id)).catch(fromStoreError);
+      const runIds = await store.runs.idsForEvents(tenant.id, items.map((r) => r.id));
       return { events: items.map((r) => ({ ...eventMessage(r, runIds.get(r.id)), tenant: tenant.slug })), nextPageToken };
     },
     async getEvent({ id }, call) {
       const tenant = tenantOf(call);
       const row = await find(tenant.id, id);
-      const runIds = await store.runs.idsForEvent(tenant.id, row.id).catch(fromStoreError);
+      const runIds = await store.runs.idsForEvent(tenant.id, row.id);
       return { event: { ...eventMessage(row, runIds), tenant: tenant.slug } };
     },
     // Queues runs again for the triggers that match the event now (a trigger
@@ -59,15 +58,15 @@ export function eventHandlers({ store, matcher, lookups, now, onRunsQueued, quot
       const tenant = tenantOf(call);
       const event = await find(tenant.id, id);
       const triggers =
-        lookups.cachedTriggers(tenant.id, event.sourceId) ?? (await lookups.loadTriggers(tenant.id, event.sourceId).catch(fromStoreError));
+        lookups.cachedTriggers(tenant.id, event.sourceId) ?? (await lookups.loadTriggers(tenant.id, event.sourceId));
       const matched = await matcher.matching(tenant.id, triggers.matching(event.eventType), event.eventType, event.payload);
       const t = now();
       const traceParent = currentTraceParent();
       const rows = matched.map((m) => queuedRun({ tenantId: tenant.id, agentId: m.agentId, triggerId: m.id, eventId: event.id, traceParent }, t));
-      if (!(await store.queue.insertMany(rows, quotas.queuedRuns).catch(fromStoreError)))
+      if (!(await store.queue.insertMany(rows, quotas.queuedRuns)))
         throw quotaError(tenant.slug, quotas, "queuedRuns");
       if (rows.length) onRunsQueued("replay", rows);
-      const runIds = await store.runs.idsForEvent(tenant.id, event.id).catch(fromStoreError);
+      const runIds = await store.runs.idsForEvent(tenant.id, event.id);
       const runs = await Promise.all(rows.map((r) => store.runs.get(tenant.id, r.id)));
       return {
         event: { ...eventMessage(event, runIds), tenant: tenant.slug },

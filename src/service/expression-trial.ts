@@ -11,7 +11,7 @@ import jsonata from "jsonata";
 import { ExpressionKind, type ExpressionErrorSchema } from "../../gen/platform/v1/expression_pb.js";
 import { SandboxBacklogError, type Mode, type Outcome } from "../integrations/expressions/sandbox.js";
 import type { EventRow } from "../store/rows.js";
-import { fromStoreError, invalidArgument, notFound } from "./errors.js";
+import { invalidArgument, notFound, retryLater } from "./errors.js";
 import { checkEventType } from "./event-pattern.js";
 import { checkJsonata } from "./expressions.js";
 import { tenantOf, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
@@ -127,7 +127,7 @@ export function expressionTrialHandlers({ store, sandbox, jsonMaxDepth }: Servic
       if (!req.expression.trim()) throw invalidArgument("expression", "is required");
       let input: Parameters<KindRule["context"]>[0];
       if (req.input.case === "eventId") {
-        const event = await store.events.get(tenant.id, req.input.value).catch(fromStoreError);
+        const event = await store.events.get(tenant.id, req.input.value);
         if (!event) throw notFound("event", req.input.value);
         input = { event };
       } else if (req.input.case === "document") {
@@ -146,7 +146,7 @@ export function expressionTrialHandlers({ store, sandbox, jsonMaxDepth }: Servic
         [outcome] = (await sandbox.evaluate(tenant.id, [req.expression], rule.context(input), budgetMs, rule.mode)) as [Outcome];
       } catch (err) {
         if (err instanceof SandboxBacklogError)
-          throw new ConnectError("this tenant's expressions are backlogged; retry later", Code.ResourceExhausted, { "retry-after": "1" });
+          throw retryLater("this tenant's expressions are backlogged; retry later", 1);
         throw err;
       }
       if (!outcome.ok) return { error: outcomeError(outcome), budget };

@@ -8,6 +8,7 @@ import type { CallContext, CallerRoles } from "./access.js";
 import type { EventMatcher } from "./event-matching.js";
 import type { Quotas } from "./limits.js";
 import type { WebhookLookups } from "./lookup-cache.js";
+import type { RunsQueued } from "./queued-runs.js";
 import type { WebhookIngestion } from "./webhooks.js";
 import type { SkillPool } from "../integrations/mcp-client/skill-pool.js";
 
@@ -34,15 +35,6 @@ export type StreamHandler<K extends StreamMethodName> = (
 export type PlatformHandlers = { [K in MethodName]: Handler<K> };
 export type PlatformStreamHandlers = { [K in StreamMethodName]: StreamHandler<K> };
 
-// Runs just committed as queued, and how they came.
-export interface QueuedRun {
-  id: string;
-  tenantId: string;
-  agentId: string;
-  triggerId?: string | null;
-  eventId?: string | null;
-}
-export type RunsQueued = (via: "webhook" | "run_agent" | "replay", runs: QueuedRun[]) => void;
 
 export interface ServiceDeps {
   store: Store;

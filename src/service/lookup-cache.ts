@@ -126,7 +126,7 @@ export interface LookupLimits {
   triggers: CacheLimits;
 }
 
-export const DEFAULT_LOOKUP_LIMITS: LookupLimits = {
+const DEFAULT_LOOKUP_LIMITS: LookupLimits = {
   sources: { maxEntries: 10_000, maxWeight: 10_000 },
   // As long as the introspection cache believes a refused access token.
   misses: { maxEntries: 10_000, ttlMs: 10_000 },

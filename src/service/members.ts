@@ -3,7 +3,8 @@ import { Role } from "../../gen/platform/v1/common_pb.js";
 import { MemberSchema, type Member } from "../../gen/platform/v1/tenant_pb.js";
 import { newId } from "../lib/ids.js";
 import type { MemberRow } from "../store/rows.js";
-import { failedPrecondition, fromStoreError, invalidArgument, notFound } from "./errors.js";
+import type { RoleName } from "./access.js";
+import { failedPrecondition, invalidArgument, notFound } from "./errors.js";
 import { applyUpdateMask } from "./field-mask.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";
@@ -13,7 +14,7 @@ import { requireText } from "./validate.js";
 
 const ROLE_NAMES = { [Role.ADMIN]: "admin", [Role.VIEWER]: "viewer" } as const;
 
-function roleName(role: Role): "admin" | "viewer" {
+function roleName(role: Role): RoleName {
   if (role === Role.ADMIN || role === Role.VIEWER) return ROLE_NAMES[role];
   throw invalidArgument("member.role", "must be ROLE_ADMIN or ROLE_VIEWER");
 }
@@ -44,7 +45,7 @@ export function memberHandlers({ store, now, quotas }: ServiceDeps) {
     async listMembers(req, call) {
       const tenant = tenantOf(call);
       const q = pageQuery(req);
-      const rows = await store.members.list(tenant.id, q).catch(fromStoreError);
+      const rows = await store.members.list(tenant.id, q);
       const { items, nextPageToken } = page(rows, q.limit);
       return { members: items.map((r) => memberMessage(r, tenant.slug)), nextPageToken };
     },
@@ -58,26 +59,25 @@ export function memberHandlers({ store, now, quotas }: ServiceDeps) {
         tenant,
         quotas,
         "members",
-        (err) => fromStoreError(err, `"${subject}" is already a member of tenant "${tenant.slug}"`),
+        `"${subject}" is already a member of tenant "${tenant.slug}"`,
       );
       return { member: memberMessage(row, tenant.slug) };
     },
     async updateMember({ member, updateMask }, call) {
       const tenant = tenantOf(call);
       if (!member?.id) throw invalidArgument("member.id", "is required");
-      const row = await store.members.get(tenant.id, member.id).catch(fromStoreError);
+      const row = await store.members.get(tenant.id, member.id);
       if (!row) throw notFound("member", member.id);
       const { merged } = applyUpdateMask(MemberSchema, memberMessage(row, tenant.slug), member, updateMask, ["role"]);
       const result = await store.members
-        .change(tenant.id, row.id, { role: roleName(merged.role), updateTime: now() })
-        .catch(fromStoreError);
+        .change(tenant.id, row.id, { role: roleName(merged.role), updateTime: now() });
       if (result.outcome === "not_found") throw notFound("member", member.id);
       if (result.outcome === "last_admin") throw lastAdmin(member.id, tenant.slug, "demoting");
       return { member: memberMessage(result.row, tenant.slug) };
     },
     async removeMember({ id }, call) {
       const tenant = tenantOf(call);
-      const result = await store.members.change(tenant.id, id, { remove: true }).catch(fromStoreError);
+      const result = await store.members.change(tenant.id, id, { remove: true });
       if (result.outcome === "not_found") throw notFound("member", id);
       if (result.outcome === "last_admin") throw lastAdmin(id, tenant.slug, "removing");
       return {};

@@ -3,8 +3,7 @@ import { Role } from "../../gen/platform/v1/common_pb.js";
 import { MembershipSchema, type Membership } from "../../gen/platform/v1/tenant_pb.js";
 import type { Principal } from "../integrations/identity/index.js";
 import type { TenantRow } from "../store/rows.js";
-import { PLATFORM_ADMIN_SCOPE, type Role as RoleName } from "./access.js";
-import { fromStoreError } from "./errors.js";
+import { PLATFORM_ADMIN_SCOPE, type RoleName } from "./access.js";
 import type { PlatformHandlers, ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";
 import { isSlug } from "./validate.js";
@@ -27,7 +26,7 @@ export function membershipHandlers({ store, roles }: ServiceDeps) {
   // and scopes make. One item, so never a next page.
   async function claimed(principal: Principal, slug: string, beforeId: string | undefined): Promise<Membership[]> {
     if (!isSlug(slug)) return [];
-    const tenant = await store.tenants.get(slug).catch(fromStoreError);
+    const tenant = await store.tenants.get(slug);
     if (!tenant || tenant.slug !== slug || (beforeId !== undefined && tenant.id >= beforeId)) return [];
     const role = await roles.roleIn(principal, tenant.id);
     return role ? [membershipMessage(tenant, role)] : [];
@@ -40,8 +39,7 @@ export function membershipHandlers({ store, roles }: ServiceDeps) {
       const everyTenant = principal.scopes.has(PLATFORM_ADMIN_SCOPE);
       if (claim !== undefined && !everyTenant) return { memberships: await claimed(principal, claim, q.beforeId), nextPageToken: "" };
       const rows = await store.members
-        .memberships(principal.subject, { limit: q.limit, beforeTenantId: q.beforeId, everyTenant })
-        .catch(fromStoreError);
+        .memberships(principal.subject, { limit: q.limit, beforeTenantId: q.beforeId, everyTenant });
       const { items, nextPageToken } = page(
         rows.map((r) => ({ id: r.tenant.id, ...r })),
         q.limit,

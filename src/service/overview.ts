@@ -7,7 +7,6 @@ import { OverviewWindow, type RunCountsSchema } from "../../gen/platform/v1/over
 import { errorKindOfMessage } from "./error-kinds.js";
 import type { OverviewCounts } from "../store/overview.js";
 import type { RunStatus } from "../store/types.js";
-import { fromStoreError } from "./errors.js";
 import { tenantOf, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
 
 const MINUTE = 60_000;
@@ -20,7 +19,7 @@ export const WINDOWS: Record<Exclude<OverviewWindow, OverviewWindow.UNSPECIFIED>
 };
 
 // Agents and triggers listed with the most failures.
-export const TOP_FAILING = 5;
+const TOP_FAILING = 5;
 
 // The window ending with the bucket that holds `now`: bucket boundaries fall
 // on multiples of the width, so a chart polled again moves by whole buckets.
@@ -58,9 +57,9 @@ export function overviewHandlers({ store, now }: ServiceDeps): Pick<PlatformHand
       const tenant = tenantOf(call);
       const t = now();
       const q = overviewQuery(req.window, t);
-      const counts = await store.overview.tenant(tenant.id, q).catch(fromStoreError);
+      const counts = await store.overview.tenant(tenant.id, q);
       // Names of the few records listed: at most 2 × TOP_FAILING lookups.
-      const agentName = async (id: string) => (await store.agents.get(tenant.id, id).catch(fromStoreError))?.name ?? "";
+      const agentName = async (id: string) => (await store.agents.get(tenant.id, id))?.name ?? "";
       const total = (s: RunStatus) => counts.runs[s].reduce((a, b) => a + b, 0);
       const failures = total("failed") + total("timed_out");
       const ended = failures + total("succeeded");
@@ -88,7 +87,7 @@ export function overviewHandlers({ store, now }: ServiceDeps): Pick<PlatformHand
           ),
           failingTriggers: await Promise.all(
             counts.failingTriggers.map(async (r) => {
-              const trigger = await store.triggers.get(tenant.id, r.id).catch(fromStoreError);
+              const trigger = await store.triggers.get(tenant.id, r.id);
               return {
                 triggerId: r.id,
                 agentId: trigger?.agentId ?? "",

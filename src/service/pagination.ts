@@ -1,7 +1,7 @@
 import { invalidArgument } from "./errors.js";
 
-export const DEFAULT_PAGE_SIZE = 50;
-export const MAX_PAGE_SIZE = 100;
+const DEFAULT_PAGE_SIZE = 50;
+const MAX_PAGE_SIZE = 100;
 
 export interface PageRequest {
   pageSize: number;

@@ -5,7 +5,7 @@ import type { SecretBox } from "../lib/secret-box.js";
 import { annotate, ATTR } from "../lib/tracing.js";
 import type { Store } from "../store/store.js";
 import { PLATFORM_ADMIN_SCOPE, createAccess, type CallerInput, type Surface } from "./access.js";
-import { notFound } from "./errors.js";
+import { fromStoreError, notFound, storeErrorsTranslated } from "./errors.js";
 import { DEFAULT_FILTER_POLICY, EventMatcher, type EventMatcherOptions, type FilterPolicy } from "./event-matching.js";
 import type { ExpressionSandbox } from "../integrations/expressions/sandbox.js";
 import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, DEFAULT_SCHEDULE_MIN_INTERVAL_SECONDS, DEFAULT_STEP_BUDGET_MS, type Quotas } from "./limits.js";
@@ -16,7 +16,8 @@ import { createWebhookDeliveries } from "./webhook-deliveries.js";
 import { checkStorableRequest } from "./validate.js";
 import { agentHandlers } from "./agents.js";
 import { eventHandlers } from "./events.js";
-import type { Handler, PlatformHandlers, PlatformStreamHandlers, RunsQueued, ServiceDeps } from "./handlers.js";
+import type { Handler, PlatformHandlers, PlatformStreamHandlers, ServiceDeps } from "./handlers.js";
+import type { RunsQueued } from "./queued-runs.js";
 import { expressionTrialHandlers } from "./expression-trial.js";
 import { memberHandlers } from "./members.js";
 import { overviewHandlers } from "./overview.js";
@@ -142,10 +143,9 @@ export function createPlatform(options: PlatformOptions) {
     ...eventStreamHandlers(deps, streams),
   };
 
-  return {
-    service: PlatformService,
-    webhooks,
-    deliveries,
+  // Every way in translates store errors (the streams too, below), so no
+  // handler has to.
+  const entries = storeErrorsTranslated({
     // For the local operator CLI, which works on the configured store with
     // the machine's own authority (like `psql` as the database owner): runs a
     // handler as platform admin, in the given tenant when one is named.
@@ -165,7 +165,6 @@ export function createPlatform(options: PlatformOptions) {
     async standing(caller: CallerInput, surface: Surface) {
       return told(caller, await access.standing(caller, surface));
     },
-    allows: access.allows,
     // Untyped entry for surfaces that dispatch by descriptor (REST, MCP); the
     // request is a message of `method.input`, built by the surface.
     async invoke(method: DescMethod, request: unknown, caller: CallerInput, surface: Surface): Promise<unknown> {
@@ -175,20 +174,33 @@ export function createPlatform(options: PlatformOptions) {
       const handler = handlers[method.localName as keyof PlatformHandlers] as (req: unknown, c: typeof call) => Promise<unknown>;
       return handler(request, call);
     },
+  });
+
+  return {
+    service: PlatformService,
+    webhooks,
+    deliveries,
+    ...entries,
     // The same for a server-streaming method: authorized as a unary call
     // (before the first message), then the handler's messages until it ends
-    // or `signal` aborts (the caller went away).
+    // or `signal` aborts (the caller went away). Its store errors come while
+    // its messages are read, so they are translated here.
     async *stream(method: DescMethod, request: unknown, caller: CallerInput, signal: AbortSignal): AsyncGenerator<unknown> {
-      const call = told(caller, await access.authorize(method, caller, "api"));
-      if (call.tenant) annotate({ [ATTR.tenant]: call.tenant.id });
-      checkStorableRequest(method, request);
-      const handler = streamHandlers[method.localName as keyof PlatformStreamHandlers] as (
-        req: unknown,
-        c: typeof call,
-        s: AbortSignal,
-      ) => AsyncIterable<unknown>;
-      yield* handler(request, call, signal);
+      try {
+        const call = told(caller, await access.authorize(method, caller, "api"));
+        if (call.tenant) annotate({ [ATTR.tenant]: call.tenant.id });
+        checkStorableRequest(method, request);
+        const handler = streamHandlers[method.localName as keyof PlatformStreamHandlers] as (
+          req: unknown,
+          c: typeof call,
+          s: AbortSignal,
+        ) => AsyncIterable<unknown>;
+        yield* handler(request, call, signal);
+      } catch (err) {
+        fromStoreError(err);
+      }
     },
+    allows: access.allows,
     // Streams open in this process.
     openStreams: () => streams.count,
     // Ends every open stream and refuses new ones (shutdown).

@@ -1,3 +1,13 @@
+// Runs just committed as queued, and how they came.
+export interface QueuedRun {
+  id: string;
+  tenantId: string;
+  agentId: string;
+  triggerId?: string | null;
+  eventId?: string | null;
+}
+export type RunsQueued = (via: "webhook" | "run_agent" | "replay", runs: QueuedRun[]) => void;
+
 // The webhook path's view of how many runs each tenant has queued, to refuse
 // a tenant at its cap before its event reaches the store. It is only that
 // early refusal: the store counts again in the transaction that queues the

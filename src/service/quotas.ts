@@ -1,5 +1,5 @@
 import type { TenantRepo } from "../store/store.js";
-import { fromStoreError, quotaExceeded } from "./errors.js";
+import { onConflict, quotaExceeded } from "./errors.js";
 import { QUOTA_VARIABLES, type Quotas } from "./limits.js";
 
 const NOUNS: Record<keyof Quotas, string> = {
@@ -24,9 +24,11 @@ export async function insertWithinQuota<Row, Insert>(
   tenant: { slug: string },
   quotas: Quotas,
   kind: keyof Quotas,
-  onStoreError: (err: unknown) => never = fromStoreError,
+  // How a conflict is told, when the handler words it.
+  conflictMessage?: string,
 ): Promise<Row> {
-  const inserted = await repo.insertWithin(row, quotas[kind]).catch(onStoreError);
+  const inserting = repo.insertWithin(row, quotas[kind]);
+  const inserted = await (conflictMessage === undefined ? inserting : inserting.catch(onConflict(conflictMessage)));
   if (!inserted) throw quotaError(tenant.slug, quotas, kind);
   return inserted;
 }

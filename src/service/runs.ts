@@ -2,7 +2,7 @@ import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema, durationFromMs, timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import { RunSchema, RunStatus, StepKind, StepStatus, type Run } from "../../gen/platform/v1/run_pb.js";
 import type { RunRow, RunStatus as RunStatusName, RunStepRecord } from "../store/rows.js";
-import { failedPrecondition, fromStoreError, notFound } from "./errors.js";
+import { failedPrecondition, notFound } from "./errors.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";
 
@@ -96,22 +96,21 @@ export function runHandlers({ store, now, onRunCancelled }: ServiceDeps) {
           },
           createdAfter: req.createTimeAfter && timestampMs(req.createTimeAfter),
           createdBefore: req.createTimeBefore && timestampMs(req.createTimeBefore),
-        })
-        .catch(fromStoreError);
+        });
       const { items, nextPageToken } = page(rows, q.limit);
       return { runs: items.map((r) => ({ ...runMessage(r), tenant: tenant.slug })), nextPageToken };
     },
     async getRun({ id }, call) {
       const tenant = tenantOf(call);
-      const row = await store.runs.get(tenant.id, id).catch(fromStoreError);
+      const row = await store.runs.get(tenant.id, id);
       if (!row) throw notFound("run", id);
       return { run: { ...runMessage(row), tenant: tenant.slug } };
     },
     async cancelRun({ id }, call) {
       const tenant = tenantOf(call);
-      const cancelled = await store.queue.cancel(tenant.id, id, now()).catch(fromStoreError);
+      const cancelled = await store.queue.cancel(tenant.id, id, now());
       if (!cancelled) {
-        const row = await store.runs.get(tenant.id, id).catch(fromStoreError);
+        const row = await store.runs.get(tenant.id, id);
         if (!row) throw notFound("run", id);
         throw failedPrecondition(`run "${id}" already ended (${row.status})`);
       }

@@ -7,7 +7,7 @@ import {
   type SkillHeader,
 } from "../../gen/platform/v1/skill_pb.js";
 import { generateSigningKeyPair, importSigningKey, SIGNING_ALGS, signingAlgOf, type SigningAlg } from "../lib/signing-keys.js";
-import type { SkillAuthSpec, TokenEndpointAuthMethodName } from "../store/rows.js";
+import type { StoredSkillAuth, TokenEndpointAuthMethodName } from "../store/rows.js";
 import { invalidArgument } from "./errors.js";
 import { checkHttpUrl } from "./expressions.js";
 import { MAX_COUNT, MAX_LENGTH } from "./limits.js";
@@ -15,7 +15,7 @@ import { checkCount, checkLength, requireText } from "./validate.js";
 
 // The secrets of a skill's auth as stored: sealed, each under its own context.
 export interface SkillAuthColumns {
-  auth: SkillAuthSpec;
+  auth: StoredSkillAuth;
   // Static bearer token, OAuth client secret, or the JSON object of header values.
   authSecret: string | null;
   // PKCS#8 PEM of the private_key_jwt key pair.
@@ -62,7 +62,7 @@ const RESERVED_HEADERS = new Set([
   "traceparent",
   "tracestate",
 ]);
-export const MAX_SKILL_HEADERS = 8;
+const MAX_SKILL_HEADERS = 8;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 // Visible ASCII, space and tab (RFC 9110 field-value without obs-text): no
 // CR, LF or NUL, so a value can never split a header.
@@ -141,7 +141,7 @@ async function keyPair(o: OAuthClientCredentials, previous: { jwk?: Record<strin
 async function oauthColumns(
   o: OAuthClientCredentials,
   { seal, sealKey }: SkillSealers,
-  previous: { spec: SkillAuthSpec; secret: string | null; privateKey: string | null; moved: boolean } | undefined,
+  previous: { spec: StoredSkillAuth; secret: string | null; privateKey: string | null; moved: boolean } | undefined,
 ): Promise<SkillAuthColumns> {
   const before = previous?.spec.mode === "oauth" ? previous : undefined;
   checkLength("skill.auth.oauth.client_secret", o.clientSecret, MAX_LENGTH.secret);
@@ -194,11 +194,11 @@ async function oauthColumns(
 export async function skillAuthColumns(
   auth: SkillAuth | undefined,
   sealers: SkillSealers,
-  previous?: { spec: SkillAuthSpec; secret: string | null; privateKey: string | null; openSecret: () => string; moved: boolean },
+  previous?: { spec: StoredSkillAuth; secret: string | null; privateKey: string | null; openSecret: () => string; moved: boolean },
 ): Promise<SkillAuthColumns> {
   const mode = auth?.mode;
-  const same = (m: SkillAuthSpec["mode"]) => previous?.spec.mode === m && previous.secret !== null && !previous.moved;
-  const missing = (m: SkillAuthSpec["mode"]) =>
+  const same = (m: StoredSkillAuth["mode"]) => previous?.spec.mode === m && previous.secret !== null && !previous.moved;
+  const missing = (m: StoredSkillAuth["mode"]) =>
     previous?.spec.mode === m && previous.secret !== null && previous.moved
       ? "is required again: a stored secret does not follow the skill to another origin"
       : "is required";
@@ -223,7 +223,7 @@ export async function skillAuthColumns(
 }
 
 // What reads show: the shape, never a secret; `*_set` says one is stored.
-export function skillAuthMessage(auth: SkillAuthSpec, secretSet: boolean): SkillAuth {
+export function skillAuthMessage(auth: StoredSkillAuth, secretSet: boolean): SkillAuth {
   switch (auth.mode) {
     case "none":
       return create(SkillAuthSchema, { mode: { case: "none", value: {} } });

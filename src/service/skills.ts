@@ -6,7 +6,7 @@ import { secretRedactor } from "../integrations/mcp-client/secret-redaction.js";
 import { newId } from "../lib/ids.js";
 import { storableMessage } from "../lib/unstorable.js";
 import type { SkillRow } from "../store/rows.js";
-import { failedPrecondition, fromStoreError, invalidArgument, notFound } from "./errors.js";
+import { failedPrecondition, invalidArgument, notFound } from "./errors.js";
 import { checkHttpUrl } from "./expressions.js";
 import { applyUpdateMask } from "./field-mask.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
@@ -19,7 +19,7 @@ import { checkStorableJson, requireText } from "./validate.js";
 
 const UPDATABLE = ["name", "mcp_url", "auth"] as const;
 
-export function skillMessage(row: SkillRow): Skill {
+function skillMessage(row: SkillRow): Skill {
   return create(SkillSchema, {
     id: row.id,
     name: row.name,
@@ -80,12 +80,12 @@ export function skillHandlers({ store, secrets, now, skills, quotas }: ServiceDe
       patch = { toolsRefreshError: error };
     }
     // The update time is left alone: a refresh is not a configuration change.
-    const updated = await store.skills.update(row.tenantId, row.id, patch).catch(fromStoreError);
+    const updated = await store.skills.update(row.tenantId, row.id, patch);
     return { row: updated ?? row, error };
   }
 
   async function find(tenantId: string, id: string): Promise<SkillRow> {
-    const row = await store.skills.get(tenantId, id).catch(fromStoreError);
+    const row = await store.skills.get(tenantId, id);
     if (!row) throw notFound("skill", id);
     return row;
   }
@@ -93,7 +93,7 @@ export function skillHandlers({ store, secrets, now, skills, quotas }: ServiceDe
   async function usedBy(tenantId: string, skillId: string): Promise<string | undefined> {
     let beforeId: string | undefined;
     for (;;) {
-      const rows = await store.agents.list(tenantId, { limit: 100, beforeId }).catch(fromStoreError);
+      const rows = await store.agents.list(tenantId, { limit: 100, beforeId });
       const user = rows.find((a) => a.spec.skillIds.includes(skillId));
       if (user) return user.id;
       if (rows.length < 100) return undefined;
@@ -105,7 +105,7 @@ export function skillHandlers({ store, secrets, now, skills, quotas }: ServiceDe
     async listSkills(req, call) {
       const tenant = tenantOf(call);
       const q = pageQuery(req);
-      const rows = await store.skills.list(tenant.id, q).catch(fromStoreError);
+      const rows = await store.skills.list(tenant.id, q);
       const { items, nextPageToken } = page(rows, q.limit);
       return { skills: items.map((r) => ({ ...skillMessage(r), tenant: tenant.slug })), nextPageToken };
     },
@@ -162,8 +162,7 @@ export function skillHandlers({ store, secrets, now, skills, quotas }: ServiceDe
           mcpUrl,
           ...auth,
           updateTime: now(),
-        })
-        .catch(fromStoreError);
+        });
       if (!updated) throw notFound("skill", skill.id);
       return { skill: { ...skillMessage(updated), tenant: tenant.slug } };
     },
@@ -171,7 +170,7 @@ export function skillHandlers({ store, secrets, now, skills, quotas }: ServiceDe
       const tenant = tenantOf(call);
       const agentId = await usedBy(tenant.id, id);
       if (agentId) throw failedPrecondition(`skill "${id}" is used by agent "${agentId}"; remove it there first`);
-      if (!(await store.skills.delete(tenant.id, id).catch(fromStoreError))) throw notFound("skill", id);
+      if (!(await store.skills.delete(tenant.id, id))) throw notFound("skill", id);
       return {};
     },
     async refreshSkillTools({ id }, call) {

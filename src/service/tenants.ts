@@ -2,14 +2,14 @@ import { create } from "@bufbuild/protobuf";
 import { TenantSchema, type Tenant } from "../../gen/platform/v1/tenant_pb.js";
 import { newId } from "../lib/ids.js";
 import type { TenantRow } from "../store/rows.js";
-import { fromStoreError, invalidArgument, notFound } from "./errors.js";
+import { invalidArgument, notFound, onConflict } from "./errors.js";
 import { applyUpdateMask } from "./field-mask.js";
 import { times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
 import { page, pageQuery } from "./pagination.js";
 import { MAX_LENGTH } from "./limits.js";
 import { isSlug, optionalText } from "./validate.js";
 
-export function tenantMessage(row: TenantRow): Tenant {
+function tenantMessage(row: TenantRow): Tenant {
   return create(TenantSchema, { id: row.id, slug: row.slug, displayName: row.displayName, ...times(row) });
 }
 
@@ -23,7 +23,7 @@ export function newTenantFields(tenant: { slug: string; displayName: string } | 
 
 export function tenantHandlers({ store, now }: ServiceDeps) {
   async function find(id: string): Promise<TenantRow> {
-    const row = await store.tenants.get(id).catch(fromStoreError);
+    const row = await store.tenants.get(id);
     if (!row) throw notFound("tenant", id);
     return row;
   }
@@ -40,12 +40,12 @@ export function tenantHandlers({ store, now }: ServiceDeps) {
           createTime: t,
           updateTime: t,
         })
-        .catch((err) => fromStoreError(err, `tenant "${slug}" already exists`));
+        .catch(onConflict(`tenant "${slug}" already exists`));
       return { tenant: tenantMessage(row) };
     },
     async listTenants(req) {
       const q = pageQuery(req);
-      const rows = await store.tenants.list(q).catch(fromStoreError);
+      const rows = await store.tenants.list(q);
       const { items, nextPageToken } = page(rows, q.limit);
       return { tenants: items.map(tenantMessage), nextPageToken };
     },
@@ -57,8 +57,7 @@ export function tenantHandlers({ store, now }: ServiceDeps) {
       const row = await find(tenant.id);
       const { merged } = applyUpdateMask(TenantSchema, tenantMessage(row), tenant, updateMask, ["display_name"]);
       const updated = await store.tenants
-        .update(row.id, { displayName: optionalText("tenant.display_name", merged.displayName, MAX_LENGTH.displayName), updateTime: now() })
-        .catch(fromStoreError);
+        .update(row.id, { displayName: optionalText("tenant.display_name", merged.displayName, MAX_LENGTH.displayName), updateTime: now() });
       if (!updated) throw notFound("tenant", tenant.id);
       return { tenant: tenantMessage(updated) };
     },

@@ -4,7 +4,7 @@ import { Cron } from "croner";
 import { TriggerSchema, type Trigger } from "../../gen/platform/v1/trigger_pb.js";
 import { newId } from "../lib/ids.js";
 import type { TriggerRow } from "../store/rows.js";
-import { fromStoreError, invalidArgument, notFound } from "./errors.js";
+import { invalidArgument, notFound } from "./errors.js";
 import { checkEventTypePattern } from "./event-pattern.js";
 import { checkJsonata } from "./expressions.js";
 import { applyUpdateMask } from "./field-mask.js";
@@ -16,7 +16,7 @@ import { checkLength, requireId } from "./validate.js";
 
 const UPDATABLE = ["agent_id", "enabled", "webhook", "schedule", "manual"] as const;
 
-export function triggerMessage(row: TriggerRow): Trigger {
+function triggerMessage(row: TriggerRow): Trigger {
   const kind: MessageInitShape<typeof TriggerSchema>["kind"] =
     row.kind === "webhook"
       ? { case: "webhook", value: { sourceId: row.sourceId ?? "", eventTypePattern: row.eventTypePattern ?? "", filter: row.filter ?? "" } }
@@ -83,7 +83,7 @@ function checkCron(expr: string, timezone: string, minIntervalSeconds: number): 
 export function triggerHandlers({ store, now, quotas, scheduleMinIntervalSeconds }: ServiceDeps) {
   async function columns(tenantId: string, trigger: Trigger) {
     const agentId = requireId("trigger.agent_id", trigger.agentId, "agt");
-    if (!(await store.agents.get(tenantId, agentId).catch(fromStoreError)))
+    if (!(await store.agents.get(tenantId, agentId)))
       throw invalidArgument("trigger.agent_id", `agent "${agentId}" not found`);
     const none = { sourceId: null, eventTypePattern: null, filter: null, cron: null, timezone: null };
     const base = { agentId, enabled: trigger.enabled ?? true };
@@ -93,7 +93,7 @@ export function triggerHandlers({ store, now, quotas, scheduleMinIntervalSeconds
         const sourceId = kind.value.sourceId || null;
         if (sourceId) {
           requireId("trigger.webhook.source_id", sourceId, "src");
-          if (!(await store.webhookSources.get(tenantId, sourceId).catch(fromStoreError)))
+          if (!(await store.webhookSources.get(tenantId, sourceId)))
             throw invalidArgument("trigger.webhook.source_id", `webhook source "${sourceId}" not found`);
         }
         return {
@@ -117,7 +117,7 @@ export function triggerHandlers({ store, now, quotas, scheduleMinIntervalSeconds
   }
 
   async function find(tenantId: string, id: string): Promise<TriggerRow> {
-    const row = await store.triggers.get(tenantId, id).catch(fromStoreError);
+    const row = await store.triggers.get(tenantId, id);
     if (!row) throw notFound("trigger", id);
     return row;
   }
@@ -126,7 +126,7 @@ export function triggerHandlers({ store, now, quotas, scheduleMinIntervalSeconds
     async listTriggers(req, call) {
       const tenant = tenantOf(call);
       const q = pageQuery(req);
-      const rows = await store.triggers.list(tenant.id, { ...q, where: { agentId: req.agentId || undefined } }).catch(fromStoreError);
+      const rows = await store.triggers.list(tenant.id, { ...q, where: { agentId: req.agentId || undefined } });
       const { items, nextPageToken } = page(rows, q.limit);
       return { triggers: items.map((r) => ({ ...triggerMessage(r), tenant: tenant.slug })), nextPageToken };
     },
@@ -153,13 +153,13 @@ export function triggerHandlers({ store, now, quotas, scheduleMinIntervalSeconds
       const row = await find(tenant.id, trigger.id);
       const { merged } = applyUpdateMask(TriggerSchema, triggerMessage(row), trigger, updateMask, UPDATABLE);
       const cols = await columns(tenant.id, merged);
-      const updated = await store.triggers.update(tenant.id, row.id, { ...cols, filterError: null, filterErrorTime: null, updateTime: now() }).catch(fromStoreError);
+      const updated = await store.triggers.update(tenant.id, row.id, { ...cols, filterError: null, filterErrorTime: null, updateTime: now() });
       if (!updated) throw notFound("trigger", trigger.id);
       return { trigger: { ...triggerMessage(updated), tenant: tenant.slug } };
     },
     async deleteTrigger({ id }, call) {
       const tenant = tenantOf(call);
-      if (!(await store.triggers.delete(tenant.id, id).catch(fromStoreError))) throw notFound("trigger", id);
+      if (!(await store.triggers.delete(tenant.id, id))) throw notFound("trigger", id);
       return {};
     },
   } satisfies Partial<PlatformHandlers>;

@@ -8,7 +8,7 @@ import { MAX_LENGTH } from "./limits.js";
 // same values.
 const UNSTORABLE_PROBLEM = "must not contain NUL characters or unpaired UTF-16 surrogates";
 
-export function checkStorable(field: string, value: string): string {
+function checkStorable(field: string, value: string): string {
   if (hasUnstorable(value)) throw invalidArgument(field, UNSTORABLE_PROBLEM);
   return value;
 }

@@ -1,6 +1,5 @@
 import { idFloor, idTime } from "../lib/ids.js";
 import { changes } from "./change-feed.js";
-import { fromStoreError } from "./errors.js";
 import { eventMessage } from "./events.js";
 import { tenantOf, type PlatformStreamHandlers, type ServiceDeps } from "./handlers.js";
 import type { Streams } from "./streams.js";
@@ -23,13 +22,13 @@ export function eventStreamHandlers({ store, now }: ServiceDeps, streams: Stream
         const feed = changes(
           {
             read: (from, limit) =>
-              store.events.list(tenant.id, { limit, where, after: { id: from.id || idFloor("evt", from.time) } }).catch(fromStoreError),
+              store.events.list(tenant.id, { limit, where, after: { id: from.id || idFloor("evt", from.time) } }),
             key: (row) => ({ time: idTime(row.id), id: row.id }),
             version: (row) => row.id,
             // With the runs each queued, committed with it (as GetEvent
             // shows them), read for the page in one query.
             send: async (rows) => {
-              const runIds = await store.runs.idsForEvents(tenant.id, rows.map((r) => r.id)).catch(fromStoreError);
+              const runIds = await store.runs.idsForEvents(tenant.id, rows.map((r) => r.id));
               return rows.map((row) => ({ event: { ...eventMessage(row, runIds.get(row.id)), tenant: tenant.slug } }));
             },
           },

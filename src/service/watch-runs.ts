@@ -1,7 +1,7 @@
 import { toBinary } from "@bufbuild/protobuf";
 import { RunSchema } from "../../gen/platform/v1/run_pb.js";
 import { changes } from "./change-feed.js";
-import { fromStoreError, notFound } from "./errors.js";
+import { notFound } from "./errors.js";
 import { tenantOf, type PlatformStreamHandlers, type ServiceDeps } from "./handlers.js";
 import { ENDED, STATUS_NAME, runMessage } from "./runs.js";
 import type { Streams, Wake } from "./streams.js";
@@ -21,7 +21,7 @@ export function runStreamHandlers({ store, now }: ServiceDeps, streams: Streams)
         session.hold(store.signals.onRunsChanged(tenant.id, session.wake));
         let last: Uint8Array | undefined;
         for (let wake: Wake = "poll"; wake !== "end"; wake = await session.next()) {
-          const row = await store.runs.get(tenant.id, id).catch(fromStoreError);
+          const row = await store.runs.get(tenant.id, id);
           if (!row) {
             if (!last) throw notFound("run", id);
             return; // deleted since (retention)
@@ -58,7 +58,7 @@ export function runStreamHandlers({ store, now }: ServiceDeps, streams: Streams)
         const feed = changes(
           {
             read: (from, limit) =>
-              store.runs.list(tenant.id, { limit, where, after: { by: "updateTime", value: from.time, id: from.id } }).catch(fromStoreError),
+              store.runs.list(tenant.id, { limit, where, after: { by: "updateTime", value: from.time, id: from.id } }),
             key: (row) => ({ time: row.updateTime, id: row.id }),
             version: (row) => `${row.id}@${row.updateTime}`,
             send: async (rows) => rows.map((row) => ({ run: { ...runMessage(row), tenant: tenant.slug } })),

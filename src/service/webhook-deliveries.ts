@@ -1,11 +1,11 @@
 import { createHash } from "node:crypto";
-import { Code, ConnectError } from "@connectrpc/connect";
+import type { ConnectError } from "@connectrpc/connect";
 import { SandboxBacklogError, type ExpressionSandbox, type Outcome } from "../integrations/expressions/sandbox.js";
 import type { SecretBox } from "../lib/secret-box.js";
 import { annotate, ATTR } from "../lib/tracing.js";
 import { header, SIGNATURE_HEADERS, verifySignature, type RequestHeaders, type SignedKind } from "../lib/webhook-signatures.js";
 import type { WebhookSourceRow } from "../store/rows.js";
-import { fromStoreError, invalidArgument } from "./errors.js";
+import { invalidArgument, retryLater, storeErrorsTranslated } from "./errors.js";
 import { checkEventType } from "./event-pattern.js";
 import type { WebhookLookups } from "./lookup-cache.js";
 import { unauthenticated, type Accepted, type WebhookIngestion } from "./webhooks.js";
@@ -149,7 +149,7 @@ export function createWebhookDeliveries({ ingestion, lookups, secrets, sandbox, 
       outcomes = await sandbox.evaluate(source.tenantId, [source.mapping!], input, mappingBudgetMs, "mapping");
     } catch (err) {
       if (err instanceof SandboxBacklogError)
-        throw new ConnectError("this tenant's expressions are backlogged; retry later", Code.ResourceExhausted, { "retry-after": "1" });
+        throw retryLater("this tenant's expressions are backlogged; retry later", 1);
       throw err;
     }
     const outcome = outcomes[0]!;
@@ -167,13 +167,13 @@ export function createWebhookDeliveries({ ingestion, lookups, secrets, sandbox, 
     return { event_type: value.event_type, payload: value.payload };
   }
 
-  return {
+  return storeErrorsTranslated({
     // Before the body is read: the source a delivery's URL names, if it is
     // an enabled signed source; otherwise the bad token's 401, so the URL
     // tells nothing about which sources exist.
     async source(id: string): Promise<WebhookSourceRow> {
       if (!/^src_[0-9a-f-]{36}$/.test(id)) throw unauthenticated();
-      const source = lookups.cachedSourceById(id) ?? (await lookups.loadSourceById(id).catch(fromStoreError));
+      const source = lookups.cachedSourceById(id) ?? (await lookups.loadSourceById(id));
       if (!source || !source.enabled || source.kind === "envelope" || !source.signingSecret) throw unauthenticated();
       annotate({ [ATTR.tenant]: source.tenantId, [ATTR.source]: source.id });
       return source;
@@ -205,7 +205,7 @@ export function createWebhookDeliveries({ ingestion, lookups, secrets, sandbox, 
       const event = await mapped(source, { body, headers: mappingHeaders(headers), event_type: eventType });
       return ingestion.accept(source, event, idempotencyKey);
     },
-  };
+  });
 }
 
 export type WebhookDeliveries = ReturnType<typeof createWebhookDeliveries>;

@@ -4,7 +4,7 @@ import { WebhookSourceKind, WebhookSourceSchema, type WebhookSource } from "../.
 import { newId } from "../lib/ids.js";
 import { newWebhookToken, webhookTokenDigest } from "../lib/webhook-token.js";
 import type { WebhookSourceRow } from "../store/rows.js";
-import { failedPrecondition, fromStoreError, invalidArgument, notFound } from "./errors.js";
+import { failedPrecondition, invalidArgument, notFound } from "./errors.js";
 import { eventMessage } from "./events.js";
 import { checkJsonata } from "./expressions.js";
 import { applyUpdateMask } from "./field-mask.js";
@@ -17,7 +17,7 @@ import { requireText } from "./validate.js";
 import { signingSecretContext } from "./webhook-deliveries.js";
 
 const UPDATABLE = ["name", "enabled", "mapping"] as const;
-export const DEFAULT_ROTATION_GRACE_MS = 24 * 3600_000;
+const DEFAULT_ROTATION_GRACE_MS = 24 * 3600_000;
 const MAX_ROTATION_GRACE_MS = 30 * 24 * 3600_000;
 
 // A new source's fields, checked without the store (see newTenantFields).
@@ -42,7 +42,7 @@ function graceMsOf(gracePeriod: Duration | undefined): number {
 }
 
 // `publicUrl`: where this service is reached, for a signed source's URL.
-export function webhookSourceMessage(row: WebhookSourceRow, now: number, publicUrl: string): WebhookSource {
+function webhookSourceMessage(row: WebhookSourceRow, now: number, publicUrl: string): WebhookSource {
   const graceLeft = (expires: number | null) => (expires !== null && expires > now ? timestampFromMs(expires) : undefined);
   const signed = row.kind !== "envelope";
   return create(WebhookSourceSchema, {
@@ -63,7 +63,7 @@ export function webhookSourceHandlers({ store, now, quotas, webhooks, secrets, p
   const message = (row: WebhookSourceRow, slug: string) => ({ ...webhookSourceMessage(row, now(), publicUrl), tenant: slug });
 
   async function find(tenantId: string, id: string): Promise<WebhookSourceRow> {
-    const row = await store.webhookSources.get(tenantId, id).catch(fromStoreError);
+    const row = await store.webhookSources.get(tenantId, id);
     if (!row) throw notFound("webhook source", id);
     return row;
   }
@@ -72,7 +72,7 @@ export function webhookSourceHandlers({ store, now, quotas, webhooks, secrets, p
     async listWebhookSources(req, call) {
       const tenant = tenantOf(call);
       const q = pageQuery(req);
-      const rows = await store.webhookSources.list(tenant.id, q).catch(fromStoreError);
+      const rows = await store.webhookSources.list(tenant.id, q);
       const { items, nextPageToken } = page(rows, q.limit);
       return { webhookSources: items.map((r) => message(r, tenant.slug)), nextPageToken };
     },
@@ -124,16 +124,15 @@ export function webhookSourceHandlers({ store, now, quotas, webhooks, secrets, p
           enabled: merged.enabled ?? true,
           mapping: checkMapping(merged.mapping),
           updateTime: now(),
-        })
-        .catch(fromStoreError);
+        });
       if (!updated) throw notFound("webhook source", webhookSource.id);
       return { webhookSource: message(updated, tenant.slug) };
     },
     async deleteWebhookSource({ id }, call) {
       const tenant = tenantOf(call);
-      const triggers = await store.triggers.list(tenant.id, { limit: 1, where: { sourceId: id } }).catch(fromStoreError);
+      const triggers = await store.triggers.list(tenant.id, { limit: 1, where: { sourceId: id } });
       if (triggers.length) throw failedPrecondition(`webhook source "${id}" is used by trigger "${triggers[0]!.id}"`);
-      if (!(await store.webhookSources.delete(tenant.id, id).catch(fromStoreError))) throw notFound("webhook source", id);
+      if (!(await store.webhookSources.delete(tenant.id, id))) throw notFound("webhook source", id);
       return {};
     },
     async rotateWebhookSourceToken({ id, gracePeriod }, call) {
@@ -149,8 +148,7 @@ export function webhookSourceHandlers({ store, now, quotas, webhooks, secrets, p
           previousTokenDigest: graceMs > 0 ? row.tokenDigest : null,
           previousTokenExpireTime: graceMs > 0 ? t + graceMs : null,
           updateTime: t,
-        })
-        .catch(fromStoreError);
+        });
       if (!updated) throw notFound("webhook source", id);
       return { webhookSource: message(updated, tenant.slug), token };
     },
@@ -169,8 +167,7 @@ export function webhookSourceHandlers({ store, now, quotas, webhooks, secrets, p
           previousSigningSecret: graceMs > 0 ? row.signingSecret : null,
           previousSigningSecretExpireTime: graceMs > 0 ? t + graceMs : null,
           updateTime: t,
-        })
-        .catch(fromStoreError);
+        });
       if (!updated) throw notFound("webhook source", id);
       return { webhookSource: message(updated, tenant.slug), signingSecret: next.generated ? next.secret : "" };
     },
@@ -186,10 +183,10 @@ export function webhookSourceHandlers({ store, now, quotas, webhooks, secrets, p
       await webhooks.admit(source);
       const accepted = await webhooks.accept(source, { event_type: eventType, payload }, undefined);
       // No idempotency key, so never a duplicate.
-      const matchedTriggers = accepted.status === 202 ? accepted.body.matched_triggers : 0;
-      const event = await store.events.get(tenant.id, accepted.body.event_id).catch(fromStoreError);
-      if (!event) throw notFound("event", accepted.body.event_id);
-      const runIds = await store.runs.idsForEvent(tenant.id, event.id).catch(fromStoreError);
+      const matchedTriggers = accepted.duplicate ? 0 : accepted.matchedTriggers;
+      const event = await store.events.get(tenant.id, accepted.eventId);
+      if (!event) throw notFound("event", accepted.eventId);
+      const runIds = await store.runs.idsForEvent(tenant.id, event.id);
       return { event: { ...eventMessage(event, runIds), tenant: tenant.slug }, matchedTriggers };
     },
   } satisfies Partial<PlatformHandlers>;

@@ -7,14 +7,13 @@ import { StoreQuotaError } from "../store/errors.js";
 import { queuedRun } from "../store/queued-run.js";
 import type { WebhookSourceRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
-import { fromStoreError, invalidArgument } from "./errors.js";
+import { fromStoreError, invalidArgument, retryLater, storeErrorsTranslated } from "./errors.js";
 import type { EventMatcher } from "./event-matching.js";
-import type { RunsQueued } from "./handlers.js";
 import { checkEventType } from "./event-pattern.js";
 import { nestsDeeperThan } from "./json-depth.js";
 import type { WebhookLookups } from "./lookup-cache.js";
 import { DEFAULT_JSON_MAX_DEPTH, DEFAULT_QUOTAS, MAX_LENGTH } from "./limits.js";
-import { QueuedRunCounts } from "./queued-runs.js";
+import { QueuedRunCounts, type RunsQueued } from "./queued-runs.js";
 import { quotaError } from "./quotas.js";
 import { RateLimiter } from "./rate-limit.js";
 import { checkStorableJson } from "./validate.js";
@@ -39,9 +38,14 @@ export interface WebhookOptions {
   maxQueuedRuns?: number;
 }
 
-export type Accepted =
-  | { status: 202; body: { event_id: string; matched_triggers: number } }
-  | { status: 200; body: { event_id: string; duplicate: true } };
+// What became of an event: stored with the runs it queued, or a duplicate
+// of one stored before under the same idempotency key (how a surface
+// answers either is its own business).
+// The source a webhook request was authenticated as, handed back to
+// `admit` and `accept` by the surface.
+export type WebhookSource = WebhookSourceRow;
+
+export type Accepted = { eventId: string; duplicate: false; matchedTriggers: number } | { eventId: string; duplicate: true };
 
 // One message for every token failure, so a caller learns nothing about
 // which tokens or sources exist.
@@ -61,18 +65,16 @@ export function createWebhookIngestion(options: WebhookOptions) {
 
   // 429 so the sender retries later; nothing of the event is stored.
   async function overQuota(tenantId: string): Promise<ConnectError> {
-    const tenant = await store.tenants.get(tenantId).catch(fromStoreError);
+    const tenant = await store.tenants.get(tenantId);
     const err = quotaError(tenant?.slug ?? tenantId, { ...DEFAULT_QUOTAS, queuedRuns: maxQueuedRuns }, "queuedRuns");
-    return new ConnectError(err.rawMessage, err.code, { "retry-after": "1" });
+    return retryLater(err.rawMessage, 1, err.code);
   }
 
   // The source's token bucket: every event it sends takes a token, however it came.
   async function admit(source: WebhookSourceRow): Promise<void> {
-    const taken = await limiter.take(source.id).catch(fromStoreError);
+    const taken = await limiter.take(source.id);
     if (!taken.ok)
-      throw new ConnectError("rate limit exceeded for this webhook source", Code.ResourceExhausted, {
-        "retry-after": String(taken.retryAfterSeconds),
-      });
+      throw retryLater("rate limit exceeded for this webhook source", taken.retryAfterSeconds);
   }
 
   const ingestion = {
@@ -80,7 +82,7 @@ export function createWebhookIngestion(options: WebhookOptions) {
     async authenticate(token: string | undefined): Promise<WebhookSourceRow> {
       if (!token || !TOKEN_SHAPE.test(token)) throw unauthenticated();
       const digest = webhookTokenDigest(token);
-      const source = lookups.cachedSource(digest, now()) ?? (await lookups.loadSource(digest, now()).catch(fromStoreError));
+      const source = lookups.cachedSource(digest, now()) ?? (await lookups.loadSource(digest, now()));
       if (!source || !source.enabled) throw unauthenticated();
       annotate({ [ATTR.tenant]: source.tenantId, [ATTR.source]: source.id });
       return source;
@@ -104,7 +106,7 @@ export function createWebhookIngestion(options: WebhookOptions) {
 
       const t = now();
       const triggers =
-        lookups.cachedTriggers(source.tenantId, source.id) ?? (await lookups.loadTriggers(source.tenantId, source.id).catch(fromStoreError));
+        lookups.cachedTriggers(source.tenantId, source.id) ?? (await lookups.loadTriggers(source.tenantId, source.id));
       const match = tracer().startSpan("match triggers");
       const matched = await matcher
         .matching(source.tenantId, triggers.matching(eventType), eventType, payload as Record<string, unknown>)
@@ -113,7 +115,7 @@ export function createWebhookIngestion(options: WebhookOptions) {
       // A cheap early refusal from this process's recent count; the store
       // enforces the cap exactly when it commits the runs.
       if (matched.length) {
-        const queued = queuedRuns.fresh(source.tenantId, t) ?? (await queuedRuns.get(source.tenantId, t).catch(fromStoreError));
+        const queued = queuedRuns.fresh(source.tenantId, t) ?? (await queuedRuns.get(source.tenantId, t));
         if (queued + matched.length > maxQueuedRuns) throw await overQuota(source.tenantId);
       }
       const eventId = newId("evt");
@@ -144,23 +146,29 @@ export function createWebhookIngestion(options: WebhookOptions) {
         )
         .catch(async (err: unknown) => {
           if (err instanceof StoreQuotaError) throw await overQuota(source.tenantId);
-          return fromStoreError(err);
+          throw err;
         })
         .finally(() => commit.end());
-      if (result.duplicate) return { status: 200, body: { event_id: result.eventId, duplicate: true } };
+      if (result.duplicate) return { eventId: result.eventId, duplicate: true };
       if (matched.length) {
         queuedRuns.added(source.tenantId, matched.length);
         options.onRunsQueued?.("webhook", runs);
       }
-      return { status: 202, body: { event_id: result.eventId, matched_triggers: matched.length } };
+      return { eventId: result.eventId, duplicate: false, matchedTriggers: matched.length };
     },
   };
-  return {
+  return storeErrorsTranslated({
     ...ingestion,
-    // One span over validation, matching and the commit.
+    // One span over validation, matching and the commit, its refusal kind
+    // the API's (store errors translated inside it).
     accept: (source: WebhookSourceRow, body: unknown, idempotencyKey: string | undefined): Promise<Accepted> =>
-      inSpan("ingest event", { attributes: { [ATTR.tenant]: source.tenantId, [ATTR.source]: source.id } }, () => ingestion.accept(source, body, idempotencyKey), refusalKind),
-  };
+      inSpan(
+        "ingest event",
+        { attributes: { [ATTR.tenant]: source.tenantId, [ATTR.source]: source.id } },
+        () => ingestion.accept(source, body, idempotencyKey).catch(fromStoreError),
+        refusalKind,
+      ),
+  });
 }
 
 export type WebhookIngestion = ReturnType<typeof createWebhookIngestion>;

@@ -131,6 +131,6 @@ export const ID_MARGIN_MS = 60_000;
 
 export const RUN_STATUSES: readonly RunStatus[] = ["queued", "running", "succeeded", "failed", "cancelled", "timed_out"];
 
-export function emptyRuns(buckets: number): Record<RunStatus, number[]> {
+function emptyRuns(buckets: number): Record<RunStatus, number[]> {
   return Object.fromEntries(RUN_STATUSES.map((s) => [s, new Array<number>(buckets).fill(0)])) as Record<RunStatus, number[]>;
 }

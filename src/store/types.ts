@@ -6,7 +6,7 @@ export interface AgentSpec {
   model?: { baseUrl: string; model: string };
 }
 
-export type SkillAuthSpec =
+export type StoredSkillAuth =
   | { mode: "none" }
   | { mode: "static_bearer" }
   // Header names only; the values are sealed in the row's auth secret.

@@ -10,7 +10,7 @@ import { Role } from "../../gen/platform/v1/common_pb.js";
 import { buildApp, type App, type AppOptions, type RuntimeOptions } from "../../src/app.js";
 import { noopExecutor } from "../../src/runtime/executor.js";
 import { DEFAULT_OUTBOUND } from "../../src/integrations/outbound/outbound.js";
-import { DEFAULT_HTTP_LIMITS, type HttpLimits } from "../../src/surfaces/http-limits.js";
+import { DEFAULT_HTTP_LIMITS, type HttpLimits } from "../../src/surfaces/http/http-limits.js";
 import type { Authenticator } from "../../src/integrations/identity/index.js";
 import { DevIssuer } from "../../src/integrations/identity/dev-issuer.js";
 import { SecretBox } from "../../src/lib/secret-box.js";

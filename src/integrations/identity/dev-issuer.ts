@@ -14,7 +14,7 @@ import type { Authenticator } from "./principal.js";
 // oidc-provider (dev-provider.ts), signs a person in with authorization code
 // + PKCE. Keys, cookie keys and the client live in the data dir (mode 0600)
 // so tokens and sessions survive restarts.
-export const DEV_SCOPES = "platform:read platform:write platform:admin mcp:platform.read mcp:platform.write";
+const DEV_SCOPES = "platform:read platform:write platform:admin mcp:platform.read mcp:platform.write";
 const TOKEN_TTL_SECONDS = 3600;
 
 interface DevState {

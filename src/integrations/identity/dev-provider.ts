@@ -8,7 +8,7 @@ import { API_SCOPES, CONSOLE_CLIENT_ID, CONSOLE_SCOPES, DEV_USER, MCP_SCOPES, RE
 // provider) does authorization code + PKCE, RFC 8414 metadata, RFC 7591
 // registration, RFC 8707 resource indicators and refresh tokens, signing
 // with the same key as the client_credentials tokens. The HTTP surface
-// (surfaces/dev-issuer.ts) mounts it and renders the sign-in page.
+// (surfaces/dev-issuer/dev-issuer.ts) mounts it and renders the sign-in page.
 
 const ACCESS_TOKEN_TTL_SECONDS = 3600;
 const DAY = 24 * 3600;

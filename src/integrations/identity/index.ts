@@ -1,11 +1,17 @@
 import type { Logger } from "pino";
 import type { Observer } from "../../lib/observer.js";
-import type { AuthConfig } from "../../config.js";
-import { createIntrospectionAuthenticator } from "./introspection.js";
-import { createJwtAuthenticator } from "./jwt.js";
+import { createIntrospectionAuthenticator, type IntrospectionOptions } from "./introspection.js";
+import { createJwtAuthenticator, type JwtOptions } from "./jwt.js";
 import type { Authenticator } from "./principal.js";
 
 export type { Authenticator, Principal } from "./principal.js";
+
+// How tokens are checked, as configured (config.ts reads it).
+export type AuthConfig =
+  | ({ mode: "jwt" } & Required<Pick<JwtOptions, "issuer" | "audience" | "algorithms" | "clockToleranceSeconds">> & Pick<JwtOptions, "jwksUrl">)
+  | ({ mode: "introspection" } & Omit<IntrospectionOptions, "log" | "cacheMaxEntries">)
+  // The embedded issuer of `agentplane dev`; `serve` never selects it.
+  | { mode: "dev"; audience: string; clockToleranceSeconds: number };
 
 export interface AuthenticatorExtras {
   jwksCooldownMs?: number;

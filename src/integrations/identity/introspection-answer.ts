@@ -7,7 +7,7 @@ import { readBounded as readBoundedBody } from "../outbound/read-bounded.js";
 import { isMcpOnly, principalFromClaims, type Principal } from "./principal.js";
 
 // An introspection answer is a few hundred bytes; anything near this is not one.
-export const MAX_ANSWER_BYTES = 64 * 1024;
+const MAX_ANSWER_BYTES = 64 * 1024;
 
 export const unavailable = (message: string) => new ConnectError(message, Code.Unavailable);
 export const unauthenticated = (message: string) => new ConnectError(message, Code.Unauthenticated);

@@ -4,7 +4,11 @@ import { clean, errorReason, jsonReason } from "../outbound/upstream-reason.js";
 import { SkillError } from "./errors.js";
 import { parseBearerChallenge, type OAuthSession } from "./oauth.js";
 
-export type SkillAuth =
+// A skill's auth as its requests carry it: the opened secrets, or for OAuth
+// the live session (token cache, step-up). The family: `SkillAuth` (the API
+// message), `StoredSkillAuth` (a row, secrets sealed apart),
+// `OpenedSkillAuth` (secrets opened in memory), `LiveSkillAuth`.
+export type LiveSkillAuth =
   | { mode: "none" }
   | { mode: "static_bearer"; token: string }
   | { mode: "headers"; headers: Record<string, string> }
@@ -45,7 +49,7 @@ async function refused(res: Response, what: string): Promise<SkillError> {
   return new SkillError("skill_unauthorized", `${what}: HTTP ${res.status}${reason ? ` (${reason})` : ""}`);
 }
 
-const REFUSED_401: Record<SkillAuth["mode"], string> = {
+const REFUSED_401: Record<LiveSkillAuth["mode"], string> = {
   none: "the server wants credentials and the skill has none",
   static_bearer: "the server refused the static bearer token",
   headers: "the server refused the configured headers",
@@ -77,7 +81,7 @@ function oauthFetch(base: FetchLike, session: OAuthSession): FetchLike {
   };
 }
 
-function withCredentials(base: FetchLike, auth: SkillAuth): FetchLike {
+function withCredentials(base: FetchLike, auth: LiveSkillAuth): FetchLike {
   switch (auth.mode) {
     case "none":
       return base;
@@ -100,7 +104,7 @@ function withCredentials(base: FetchLike, auth: SkillAuth): FetchLike {
 // retrying once; credentials never go into headers the token endpoint sees.
 // A refusal that is left (401, 403) fails at once, never retried, with what
 // the server said.
-export function authenticatedFetch(base: FetchLike, auth: SkillAuth): FetchLike {
+export function authenticatedFetch(base: FetchLike, auth: LiveSkillAuth): FetchLike {
   const send = withCredentials(base, auth);
   return async (url, init) => {
     const res = await send(url, init);

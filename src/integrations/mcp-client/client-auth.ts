@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { importPKCS8, SignJWT } from "jose";
+import { secretRedactor } from "../../lib/secret-redaction.js";
 import { clean } from "../outbound/upstream-reason.js";
 
 import { TOKEN_ENDPOINT_AUTH_METHODS, type TokenEndpointAuthMethod } from "./token-endpoint-auth-methods.js";
@@ -61,12 +62,9 @@ export class ClientAuthenticator {
   async apply(method: TokenEndpointAuthMethod, headers: Headers, form: URLSearchParams): Promise<void> {
     const { clientId, clientSecret = "" } = this.credentials;
     switch (method) {
-      case "client_secret_basic": {
-        // RFC 6749 §2.3.1: each form-encoded before they are joined.
-        const enc = (s: string) => encodeURIComponent(s).replace(/%20/g, "+");
-        headers.set("authorization", "Basic " + Buffer.from(`${enc(clientId)}:${enc(clientSecret)}`).toString("base64"));
+      case "client_secret_basic":
+        headers.set("authorization", basicCredential(clientId, clientSecret));
         return;
-      }
       case "client_secret_post":
         form.set("client_id", clientId);
         form.set("client_secret", clientSecret);
@@ -101,4 +99,17 @@ export class ClientAuthenticator {
       .setExpirationTime(`${ASSERTION_LIFETIME_S}s`)
       .sign(await this.#key);
   }
+}
+
+// RFC 6749 §2.3.1: each form-encoded before they are joined.
+function basicCredential(clientId: string, clientSecret: string): string {
+  const enc = (s: string) => encodeURIComponent(s).replace(/%20/g, "+");
+  return "Basic " + Buffer.from(`${enc(clientId)}:${enc(clientSecret)}`).toString("base64");
+}
+
+// Removes the client secret from a text kept or logged, as sent and in the
+// Basic credential made of it.
+export function clientSecretRedactor({ clientId, clientSecret }: { clientId: string; clientSecret?: string }): (text: string) => string {
+  if (!clientSecret) return (text) => text;
+  return secretRedactor([clientSecret, basicCredential(clientId, clientSecret)]);
 }

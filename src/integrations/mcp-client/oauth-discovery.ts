@@ -73,7 +73,7 @@ async function search(
 
 // The resource a skill URL identifies (RFC 8707 §2, as the MCP authorization
 // spec's canonical server URI): without query and fragment.
-export function resourceOf(mcpUrl: string): URL {
+function resourceOf(mcpUrl: string): URL {
   const url = new URL(mcpUrl);
   url.search = "";
   url.hash = "";
@@ -100,7 +100,7 @@ export function describes(claimed: unknown, mcpUrl: string): boolean {
 // authorization specification (2025-06-18, 2025-11-25): the 401 challenge's
 // `resource_metadata`, the RFC 9728 path-inserted well-known URL, the root
 // one; then the seed's `{mcp_url}/.well-known/oauth-protected-resource`.
-export function resourceMetadataUrls(mcpUrl: string, fromChallenge: string | undefined): string[] {
+function resourceMetadataUrls(mcpUrl: string, fromChallenge: string | undefined): string[] {
   const resource = resourceOf(mcpUrl);
   const path = withoutSlash(resource.pathname);
   const wellKnown = `${resource.origin}/.well-known/oauth-protected-resource`;

@@ -2,8 +2,7 @@ import type { TokenRequestOutcome } from "../../lib/observer.js";
 import type { FetchLike } from "../outbound/guarded-fetch.js";
 import { readBounded } from "../outbound/read-bounded.js";
 import { clean, jsonReason } from "../outbound/upstream-reason.js";
-import { secretRedactor } from "./secret-redaction.js";
-import { chooseMethod, ClientAuthenticator, TOKEN_ENDPOINT_AUTH_METHODS, type ClientCredentials, type TokenEndpointAuthMethod } from "./client-auth.js";
+import { chooseMethod, ClientAuthenticator, clientSecretRedactor, TOKEN_ENDPOINT_AUTH_METHODS, type ClientCredentials, type TokenEndpointAuthMethod } from "./client-auth.js";
 import {
   authFailed,
   discoverAuthorizationServer,
@@ -71,7 +70,7 @@ export class OAuthSession {
     private readonly onTokenRequest: (outcome: TokenRequestOutcome, method: TokenEndpointAuthMethod) => void = () => {},
   ) {
     this.#client = new ClientAuthenticator(config, config.issuer);
-    this.#redact = secretRedactor({ mode: "oauth", ...config });
+    this.#redact = clientSecretRedactor(config);
   }
 
   cached(now = Date.now()): string | undefined {

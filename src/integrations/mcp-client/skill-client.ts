@@ -4,13 +4,13 @@ import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
 import { OutboundBlockedError, ResponseTooLargeError, type FetchLike } from "../outbound/guarded-fetch.js";
 import { propagatingFetch } from "../outbound/trace-context.js";
 import { clean, jsonReason } from "../outbound/upstream-reason.js";
-import { authenticatedFetch, type SkillAuth } from "./auth-fetch.js";
+import { authenticatedFetch, type LiveSkillAuth } from "./auth-fetch.js";
 import { requestSignals } from "./request-signal.js";
 import { SkillError } from "./errors.js";
 
 export interface SkillClientOptions {
   url: string;
-  auth: SkillAuth;
+  auth: LiveSkillAuth;
   fetch: FetchLike;
   callTimeoutMs: number;
   version: string;
@@ -28,7 +28,7 @@ function httpFailure(e: StreamableHTTPError): string {
 }
 
 // Any failure below the tool itself, as a SkillError with a kind.
-export function toSkillError(err: unknown): SkillError {
+function toSkillError(err: unknown): SkillError {
   if (err instanceof SkillError) return err;
   const e = err as Error & { code?: unknown; cause?: unknown };
   if (e instanceof OutboundBlockedError || e.cause instanceof OutboundBlockedError)
@@ -54,7 +54,7 @@ export function toSkillError(err: unknown): SkillError {
 }
 
 // Where a tools/call carries its idempotency key (SPEC §5).
-export const IDEMPOTENCY_KEY_META = "agentplane/idempotency-key";
+const IDEMPOTENCY_KEY_META = "agentplane/idempotency-key";
 
 // Tool calls in flight on one client, by idempotency key: each call's own
 // abort, for a response too large to read.

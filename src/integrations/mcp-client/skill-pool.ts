@@ -1,10 +1,12 @@
 import { NO_OBSERVER, type Observer } from "../../lib/observer.js";
 import type { FetchLike } from "../outbound/guarded-fetch.js";
-import type { SkillAuth } from "./auth-fetch.js";
+import type { LiveSkillAuth } from "./auth-fetch.js";
 import { OAuthSession, type OAuthSkillConfig, type TokenEndpointAuthMethod } from "./oauth.js";
 import { SkillClient } from "./skill-client.js";
 
-export type SkillAuthConfig =
+// A skill's auth with its secrets opened in memory, for one connection
+// (see `LiveSkillAuth` for the family of names).
+export type OpenedSkillAuth =
   | { mode: "none" }
   | { mode: "static_bearer"; token: string }
   | { mode: "headers"; headers: Record<string, string> }
@@ -17,7 +19,7 @@ export interface SkillConnection {
   // an edited skill gets a fresh client and token.
   key: string;
   url: string;
-  auth: SkillAuthConfig;
+  auth: OpenedSkillAuth;
 }
 
 export interface SkillPoolOptions {
@@ -36,8 +38,8 @@ export interface SkillPoolOptions {
 
 // Bounds of the pool (docs/reference/limits.md): what a thread keeps for skills
 // it called, each a connected client and maybe an OAuth token.
-export const SKILL_POOL_MAX = 500;
-export const SKILL_POOL_IDLE_MS = 10 * 60_000;
+const SKILL_POOL_MAX = 500;
+const SKILL_POOL_IDLE_MS = 10 * 60_000;
 
 interface Entry {
   skillId: string;
@@ -147,7 +149,7 @@ export class SkillPool {
     if (client) setTimeout(() => void client.then((c) => c.close()).catch(() => {}), this.options.callTimeoutMs).unref();
   }
 
-  #auth(connection: SkillConnection, entry: Entry): SkillAuth {
+  #auth(connection: SkillConnection, entry: Entry): LiveSkillAuth {
     const a = connection.auth;
     if (a.mode !== "oauth") return a;
     entry.session ??= new OAuthSession({ mcpUrl: connection.url, ...a }, this.options.fetch, this.options.discoveryTimeoutMs, (outcome, method) => {

@@ -16,7 +16,7 @@ export class ResponseTooLargeError extends Error {
 }
 
 // A redirect the caller asked not to follow (`redirect: "error"`).
-export class RedirectRefusedError extends Error {
+class RedirectRefusedError extends Error {
   override name = "RedirectRefusedError";
 }
 

@@ -27,7 +27,7 @@ export interface OpenedPostgres {
 // back. Here it grows to a quarter second at most: attempts are cheap (a
 // refused connection, or an answer that the database is starting up), and a
 // replica is back within that of the database.
-export function reconnectBackoff(failures: number): number {
+function reconnectBackoff(failures: number): number {
   return Math.min(0.25, 0.01 * 2 ** failures) * (0.5 + Math.random() / 2);
 }
 

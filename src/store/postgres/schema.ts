@@ -5,7 +5,7 @@
 import { sql } from "drizzle-orm";
 import { bigint, boolean, customType, doublePrecision, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from "drizzle-orm/pg-core";
 import type * as rows from "../rows.js";
-import type { AgentSpec, RunStatus, RunStepRecord, SkillAuthSpec, SkillTool } from "../types.js";
+import type { AgentSpec, RunStatus, RunStepRecord, StoredSkillAuth, SkillTool } from "../types.js";
 
 // Timestamps are integer milliseconds since the epoch.
 // Ids sort bytewise, as in SQLite: keyset pages and the run queue order by
@@ -73,7 +73,7 @@ export const skills = pgTable(
     tenantId: tenantId(),
     name: text("name").notNull(),
     mcpUrl: text("mcp_url").notNull(),
-    auth: jsonb("auth").$type<SkillAuthSpec>().notNull(),
+    auth: jsonb("auth").$type<StoredSkillAuth>().notNull(),
     // Sealed static bearer token, OAuth client secret, or the JSON object of
     // header values (`headers` mode).
     authSecret: text("auth_secret"),

@@ -3,7 +3,7 @@
 // under ./migrations are generated from it by drizzle-kit (`make migrations`).
 import { sql } from "drizzle-orm";
 import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
-import type { AgentSpec, RunStatus, RunStepRecord, SkillAuthSpec, SkillTool } from "../types.js";
+import type { AgentSpec, RunStatus, RunStepRecord, StoredSkillAuth, SkillTool } from "../types.js";
 
 // Timestamps are integer milliseconds since the epoch.
 const times = {
@@ -67,7 +67,7 @@ export const skills = sqliteTable(
     tenantId: tenantId(),
     name: text("name").notNull(),
     mcpUrl: text("mcp_url").notNull(),
-    auth: text("auth", { mode: "json" }).$type<SkillAuthSpec>().notNull(),
+    auth: text("auth", { mode: "json" }).$type<StoredSkillAuth>().notNull(),
     // Sealed static bearer token, OAuth client secret, or the JSON object of
     // header values (`headers` mode).
     authSecret: text("auth_secret"),

@@ -1,12 +1,13 @@
 import { PassThrough } from "node:stream";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
+import { codeToString } from "@connectrpc/connect/protocol-connect";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { NO_OBSERVER, type Observer, type WebhookOutcome } from "../lib/observer.js";
-import type { WebhookSourceRow } from "../store/rows.js";
-import type { Accepted, WebhookIngestion } from "../service/webhooks.js";
-import type { Delivery, WebhookDeliveries } from "../service/webhook-deliveries.js";
-import { noteTenant } from "./access-log.js";
+import { NO_OBSERVER, type Observer, type WebhookOutcome } from "../../lib/observer.js";
+import type { Accepted, WebhookIngestion, WebhookSource } from "../../service/webhooks.js";
+import type { Delivery, WebhookDeliveries } from "../../service/webhook-deliveries.js";
+import { retryLater } from "../../service/errors.js";
+import { noteTenant } from "../http/access-log.js";
+import { bodyRefusal, errorAnswer, type BodyRefusal } from "../http/errors.js";
 import { InflightBytes } from "./inflight-bytes.js";
 
 export interface WebhookSurfaceOptions {
@@ -26,7 +27,7 @@ export interface WebhookSurfaceOptions {
 // A request of a known source: the bytes it holds of its tenant's share
 // (none until it is admitted) until it is answered and its handler is done.
 interface Admitted {
-  source: WebhookSourceRow;
+  source: WebhookSource;
   bytes: number;
   // Past the source's rate limit too: a 429 now is the queued-runs quota.
   rated: boolean;
@@ -54,15 +55,15 @@ const OUTCOMES: Record<number, WebhookOutcome> = {
   503: "unavailable",
 };
 
-// Fastify's own refusals while reading the body, in the webhook error shape.
-const FASTIFY_ERRORS: Record<string, { status: number; error: string; message: string }> = {
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: { status: 415, error: "unsupported_media_type", message: "Content-Type must be application/json" },
-  FST_ERR_CTP_BODY_TOO_LARGE: { status: 413, error: "payload_too_large", message: "body is larger than the limit" },
-  FST_ERR_CTP_EMPTY_JSON_BODY: { status: 400, error: "invalid_argument", message: "body: is empty" },
-  FST_ERR_CTP_INVALID_CONTENT_LENGTH: { status: 400, error: "invalid_argument", message: "Content-Length does not match the body" },
+// Fastify's refusals of a body (`bodyRefusal`), in the webhook error shape.
+const BODY_REFUSALS: Partial<Record<BodyRefusal["kind"], { error: string; message: string }>> = {
+  media_type: { error: "unsupported_media_type", message: "Content-Type must be application/json" },
+  too_large: { error: "payload_too_large", message: "body is larger than the limit" },
+  empty: { error: "invalid_argument", message: "body: is empty" },
+  length: { error: "invalid_argument", message: "Content-Length does not match the body" },
 };
 
-const TOO_LARGE = FASTIFY_ERRORS.FST_ERR_CTP_BODY_TOO_LARGE!;
+const TOO_LARGE = BODY_REFUSALS.too_large!;
 
 const first = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
 
@@ -76,7 +77,7 @@ export async function webhookSurface(
   { ingestion, deliveries, maxBytes, tenantInflightBytes, signedBodyTimeoutMs, observer = NO_OBSERVER }: WebhookSurfaceOptions,
 ): Promise<void> {
   // The source of every authenticated request (its tenant labels the outcome).
-  const sources = new WeakMap<FastifyRequest, WebhookSourceRow>();
+  const sources = new WeakMap<FastifyRequest, WebhookSource>();
   // Requests of a known source, and the tenant's bytes in flight they hold.
   const admitted = new WeakMap<FastifyRequest, Admitted>();
   const inflight = new InflightBytes(tenantInflightBytes);
@@ -89,7 +90,7 @@ export async function webhookSurface(
   // Follows the request of a known source from now until the answer is out
   // (or the connection gone) and the handler is done: a sender that hangs
   // up after its body still holds its share while that body is processed.
-  const track = (req: FastifyRequest, reply: FastifyReply, source: WebhookSourceRow): Admitted => {
+  const track = (req: FastifyRequest, reply: FastifyReply, source: WebhookSource): Admitted => {
     const a: Admitted = { source, bytes: 0, rated: false, handling: false, closed: reply.raw.destroyed };
     admitted.set(req, a);
     reply.raw.once("close", () => {
@@ -101,7 +102,7 @@ export async function webhookSurface(
   // Takes `bytes` of the tenant's share for the request, or refuses it (429).
   const charge = (a: Admitted, bytes: number): void => {
     if (!inflight.take(a.source.tenantId, bytes))
-      throw new ConnectError("this tenant has too many webhook bytes in flight; retry later", Code.ResourceExhausted, { "retry-after": "1" });
+      throw retryLater("this tenant has too many webhook bytes in flight; retry later", 1);
     a.bytes = bytes;
     if (a.closed && !a.handling) release(a);
   };
@@ -115,26 +116,22 @@ export async function webhookSurface(
       if (a.closed) release(a);
     }
   };
-  const answer = (reply: FastifyReply, source: WebhookSourceRow, result: Accepted) => {
-    if (result.status === 202 && result.body.matched_triggers) observer.triggersMatched(source.tenantId, result.body.matched_triggers);
-    return reply.status(result.status).send(result.body);
+  // 202 for a stored event, 200 for a duplicate: the sender may stop either way.
+  const answer = (reply: FastifyReply, source: WebhookSource, result: Accepted) => {
+    if (result.duplicate) return reply.status(200).send({ event_id: result.eventId, duplicate: true });
+    if (result.matchedTriggers) observer.triggersMatched(source.tenantId, result.matchedTriggers);
+    return reply.status(202).send({ event_id: result.eventId, matched_triggers: result.matchedTriggers });
   };
 
   app.removeAllContentTypeParsers();
 
   app.setErrorHandler((err: FastifyError | ConnectError | BodyTimeout, _req, reply) => {
     if (err instanceof BodyTimeout) return reply.status(408).send({ error: "deadline_exceeded", message: err.message });
-    if (err instanceof ConnectError) {
-      const retryAfter = err.metadata.get("retry-after");
-      if (retryAfter) void reply.header("retry-after", retryAfter);
-      if (err.code === Code.Internal || err.code === Code.Unknown) app.log.error({ err }, "webhook ingestion failed");
-      const message = err.code === Code.Internal ? "internal error" : err.rawMessage;
-      return reply.status(codeToHttpStatus(err.code)).send({ error: codeToString(err.code), message });
-    }
-    const known = FASTIFY_ERRORS[err.code];
-    if (known) return reply.status(known.status).send({ error: known.error, message: known.message });
-    app.log.error({ err }, "webhook ingestion failed");
-    return reply.status(500).send({ error: "internal", message: "internal error" });
+    const refused = bodyRefusal(err);
+    if (refused) return reply.status(refused.status).send(BODY_REFUSALS[refused.kind] ?? { error: codeToString(refused.code), message: refused.message });
+    const answer = errorAnswer(err);
+    if (answer.unexpected) app.log.error({ err }, "webhook ingestion failed");
+    return reply.status(answer.status).headers(answer.headers).send({ error: answer.name, message: answer.message });
   });
 
   app.addHook("onResponse", async (req, reply) => {
@@ -192,7 +189,7 @@ export async function webhookSurface(
     // then, and the rate limit taken after that, so forged deliveries cannot
     // spend the source's budget either.
     signed.addHook("onRequest", async (req: FastifyRequest<{ Params: { source_id: string } }>, reply) => {
-      if (Number(req.headers["content-length"]) > maxBytes) return reply.status(TOO_LARGE.status).send({ error: TOO_LARGE.error, message: TOO_LARGE.message });
+      if (Number(req.headers["content-length"]) > maxBytes) return reply.status(413).send(TOO_LARGE);
       const source = await deliveries.source(req.params.source_id);
       sources.set(req, source);
       noteTenant(req, { id: source.tenantId });

@@ -4,10 +4,10 @@
 import type { DescEnum, DescField, DescMessage, DescMethod, DescService } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import { codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
-import { Access } from "../../gen/platform/v1/options_pb.js";
-import { requiredScopes, ruleOf } from "../service/access.js";
-import { SLUG } from "../service/validate.js";
-import { describe, fieldSchema, fieldValueSchema, isInputOnly, isOutputOnly, joinText, oneofNote, type JsonSchema, type TypeSchemas } from "./proto-schema.js";
+import { Access } from "../../../gen/platform/v1/options_pb.js";
+import { requiredScopes, ruleOf } from "../../service/access.js";
+import { SLUG } from "../../service/validate.js";
+import { describe, fieldSchema, fieldValueSchema, isInputOnly, isOutputOnly, joinText, oneofNote, type JsonSchema, type TypeSchemas } from "../proto-schema/proto-schema.js";
 import { deriveRestRoutes, type RestRoute } from "./rest-routes.js";
 
 export type OpenApiDocument = JsonSchema & { paths: Record<string, Record<string, Operation>>; components: { schemas: Record<string, JsonSchema>; [key: string]: unknown } };

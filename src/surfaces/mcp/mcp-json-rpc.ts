@@ -1,5 +1,6 @@
 import { fromJson, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
 import type { FastifyError, FastifyInstance, FastifyReply } from "fastify";
+import { bodyRefusal, type BodyRefusal } from "../http/errors.js";
 
 // JSON-RPC 2.0 error codes (§5.1) the endpoint answers itself; -32000 is the
 // implementation-defined "Unauthorized" the MCP SDK's servers also use.
@@ -26,16 +27,17 @@ export function jsonRpcBodies(app: FastifyInstance): void {
       done(new ParseError("body is not valid JSON"));
     }
   });
+  const refusals: Record<BodyRefusal["kind"], string> = {
+    too_large: `the body is larger than ${limit} bytes`,
+    media_type: "Content-Type must be application/json",
+    length: "Content-Length does not match the body",
+    empty: "the body is empty",
+    malformed: "the body cannot be read",
+  };
   app.setErrorHandler((err: FastifyError, _req, reply) => {
     if (err instanceof ParseError) return jsonRpcError(reply, 400, `Parse error: ${err.message}`, JSON_RPC.parseError);
-    switch (err.code) {
-      case "FST_ERR_CTP_BODY_TOO_LARGE":
-        return jsonRpcError(reply, 413, `Invalid Request: the body is larger than ${limit} bytes`);
-      case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
-        return jsonRpcError(reply, 415, "Invalid Request: Content-Type must be application/json");
-      case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
-        return jsonRpcError(reply, 400, "Invalid Request: Content-Length does not match the body");
-    }
+    const refused = bodyRefusal(err);
+    if (refused) return jsonRpcError(reply, refused.status, `Invalid Request: ${refusals[refused.kind]}`);
     app.log.error({ err }, "MCP request failed");
     return jsonRpcError(reply, 500, "Internal error", JSON_RPC.internalError);
   });
@@ -66,7 +68,7 @@ export function decodeArguments<T extends DescMessage>(input: T, args: unknown):
 // as a tool execution error, which a model can read and correct; earlier
 // revisions list them as a protocol error (-32602). A stateless endpoint
 // knows the revision from each request's header, absent meaning 2025-03-26.
-export const argumentErrorsAreToolErrors = (protocolVersion: string | undefined) => (protocolVersion ?? "") >= "2025-11-25";
+const argumentErrorsAreToolErrors = (protocolVersion: string | undefined) => (protocolVersion ?? "") >= "2025-11-25";
 
 // What is wrong with a `tools/call`'s params, said briefly, before the SDK's
 // schema check would answer -32603 with a whole validation dump: the

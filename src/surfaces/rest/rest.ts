@@ -1,10 +1,10 @@
 import { ScalarType, create, fromJson, type DescEnum, type DescField, type DescMethod, type JsonObject } from "@bufbuild/protobuf";
-import { ConnectError } from "@connectrpc/connect";
-import type { FastifyInstance, FastifyRequest } from "fastify";
-import { invalidArgument } from "../service/errors.js";
-import type { Platform } from "../service/platform.js";
-import { callerFromHeaders, nodeHeaderGetter } from "./caller.js";
-import { httpError } from "./errors.js";
+import { codeToString } from "@connectrpc/connect/protocol-connect";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { invalidArgument } from "../../service/errors.js";
+import type { Platform } from "../../service/platform.js";
+import { callerFromHeaders, nodeHeaderGetter } from "../http/caller.js";
+import { bodyRefusal, httpError } from "../http/errors.js";
 import { openApiDocument } from "./openapi.js";
 import { restJson } from "./rest-json.js";
 import { deriveRestRoutes, type RestRoute } from "./rest-routes.js";
@@ -76,15 +76,16 @@ export async function restSurface(app: FastifyInstance, opts: { platform: Platfo
   );
   app.setErrorHandler((err, _req, reply) => {
     // Fastify's own refusals (bad JSON, wrong content type, too large) keep
-    // their status but use the Connect error shape.
-    const status = (err as { statusCode?: number }).statusCode ?? 500;
-    if (status >= 500) {
-      app.log.error({ err }, "unhandled REST error");
-      const { body } = httpError(err);
-      return reply.status(500).send(body);
-    }
-    return reply.status(status).send({ code: status === 413 ? "resource_exhausted" : "invalid_argument", message: (err as Error).message });
+    // their status and words but use the Connect error shape.
+    const refused = bodyRefusal(err);
+    if (refused) return reply.status(refused.status).send({ code: codeToString(refused.code), message: refused.message });
+    return answer(reply, err);
   });
+  const answer = (reply: FastifyReply, err: unknown) => {
+    const { status, body, headers, unexpected } = httpError(err);
+    if (unexpected) app.log.error({ err }, "unhandled REST error");
+    return reply.status(status).headers(headers).send(body);
+  };
   // The routes' own reference, served without a token: it holds no tenant data.
   const openApi = JSON.stringify(openApiDocument(platform.service, opts.version));
   app.get("/api/v1/openapi.json", (_req, reply) => reply.type("application/json; charset=utf-8").send(openApi));
@@ -99,9 +100,7 @@ export async function restSurface(app: FastifyInstance, opts: { platform: Platfo
           const output = restJson(route.method.output, create(route.method.output, result as never)); // `result` is the handler's init shape for this output
           return reply.status(route.successStatus).send(output);
         } catch (err) {
-          if (!(err instanceof ConnectError)) app.log.error({ err }, "unhandled REST error");
-          const { status, body, headers } = httpError(err);
-          return reply.status(status).headers(headers).send(body);
+          return answer(reply, err);
         }
       },
     });

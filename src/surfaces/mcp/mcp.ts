@@ -1,14 +1,14 @@
 import { create, toJson, type JsonObject } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { Access } from "../../gen/platform/v1/options_pb.js";
-import { requiredScopes, ruleOf, scopeAllows, tenantless, type CallContext, type CallerInput } from "../service/access.js";
-import type { Platform } from "../service/platform.js";
-import { callerFromHeaders, nodeHeaderGetter } from "./caller.js";
+import { Access } from "../../../gen/platform/v1/options_pb.js";
+import { requiredScopes, ruleOf, scopeAllows, tenantless, type CallContext, type CallerInput } from "../../service/access.js";
+import type { Platform } from "../../service/platform.js";
+import { callerFromHeaders, nodeHeaderGetter } from "../http/caller.js";
+import { errorAnswer } from "../http/errors.js";
 import { decodeArguments, invalidCallParams, JSON_RPC, jsonRpcBodies, jsonRpcError } from "./mcp-json-rpc.js";
 import { derivePlatformTools } from "./mcp-tools.js";
 
@@ -76,17 +76,17 @@ export async function mcpSurface(app: FastifyInstance, options: McpSurfaceOption
     try {
       call = await platform.standing(input, "mcp");
     } catch (err) {
-      const ce = err instanceof ConnectError ? err : new ConnectError("internal error", Code.Internal);
-      if (ce.code === Code.Unauthenticated) {
+      const refused = errorAnswer(err);
+      if (refused.code === Code.Unauthenticated) {
         // No credentials: the challenge carries no error code (RFC 6750
         // §3.1), only where to learn how to get a token and the scopes to
         // ask for.
         const error = input.token ? ', error="invalid_token"' : "";
         reply.header("www-authenticate", `Bearer resource_metadata="${resourceMetadataUrl}"${error}, scope="${signInScopes}"`);
       }
-      if (ce.code === Code.Internal) app.log.error({ err }, "MCP request failed");
-      const code = ce.code === Code.Unauthenticated ? JSON_RPC.unauthorized : JSON_RPC.invalidRequest;
-      return jsonRpcError(reply, codeToHttpStatus(ce.code), `${codeToString(ce.code)}: ${ce.rawMessage}`, code);
+      if (refused.unexpected) app.log.error({ err }, "MCP request failed");
+      const code = refused.code === Code.Unauthenticated ? JSON_RPC.unauthorized : JSON_RPC.invalidRequest;
+      return jsonRpcError(reply.headers(refused.headers), refused.status, `${refused.name}: ${refused.message}`, code);
     }
 
     const messages = (Array.isArray(req.body) ? req.body : [req.body]) as JsonRpcMessage[];
@@ -126,9 +126,14 @@ export async function mcpSurface(app: FastifyInstance, options: McpSurfaceOption
         const output = toJson(tool.method.output, create(tool.method.output, result as never)) as JsonObject; // `result` is the handler's init shape for this output
         return { content: [{ type: "text", text: JSON.stringify(output) }], structuredContent: output };
       } catch (err) {
-        const ce = err instanceof ConnectError ? err : new ConnectError("internal error", Code.Internal);
-        if (ce.code === Code.Internal) app.log.error({ err, tool: tool.name }, "MCP tool failed");
-        const error = { code: codeToString(ce.code), message: ce.rawMessage };
+        // A tool's failure is a result the model reads, in an HTTP 200; what
+        // the error says for HTTP (`Retry-After`) goes on that answer and,
+        // for the model, into the result.
+        const refused = errorAnswer(err);
+        if (refused.unexpected) app.log.error({ err, tool: tool.name }, "MCP tool failed");
+        for (const [name, value] of Object.entries(refused.headers)) reply.raw.setHeader(name, value);
+        const said = Object.entries(refused.headers).map(([name, value]) => [name.replaceAll("-", "_"), value]);
+        const error = { code: refused.name, message: refused.message, ...Object.fromEntries(said) };
         return { isError: true, content: [{ type: "text", text: `${error.code}: ${error.message}` }], structuredContent: { error } };
       }
     });

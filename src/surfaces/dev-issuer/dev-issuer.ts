@@ -1,8 +1,8 @@
 import { IncomingMessage } from "node:http";
 import { ConnectError } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import type { DevIssuer, TokenRequest } from "../integrations/identity/dev-issuer.js";
-import { DEV_TENANT, DEV_USER, grantableScopes, OIDC_SCOPES, REGISTRATION_LIMITS } from "../integrations/identity/dev-login.js";
+import type { DevIssuer, TokenRequest } from "../../integrations/identity/dev-issuer.js";
+import { DEV_TENANT, DEV_USER, grantableScopes, OIDC_SCOPES, REGISTRATION_LIMITS } from "../../integrations/identity/dev-login.js";
 import { errorPage, PAGE_HEADERS, signInPage } from "./dev-sign-in-page.js";
 
 // HTTP face of the `agentplane dev` issuer. The seed's variant B token

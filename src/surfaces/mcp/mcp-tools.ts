@@ -1,10 +1,10 @@
 // MCP tools derived from the PlatformService descriptor: one tool per method,
 // its input schema generated from the request message. Nothing is listed by hand.
 import type { DescEnum, DescMessage, DescMethod, DescService } from "@bufbuild/protobuf";
-import { Access } from "../../gen/platform/v1/options_pb.js";
-import { requiredScopes, ruleOf } from "../service/access.js";
-import { describe, fieldSchema, isOutputOnly, joinText, oneofNote, type JsonSchema, type TypeSchemas } from "./proto-schema.js";
-import { deriveRestRoutes } from "./rest-routes.js";
+import { Access } from "../../../gen/platform/v1/options_pb.js";
+import { requiredScopes, ruleOf } from "../../service/access.js";
+import { describe, fieldSchema, isOutputOnly, joinText, oneofNote, type JsonSchema, type TypeSchemas } from "../proto-schema/proto-schema.js";
+import { deriveRestRoutes } from "../rest/rest-routes.js";
 
 export interface PlatformTool {
   name: string;

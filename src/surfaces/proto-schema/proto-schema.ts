@@ -2,8 +2,8 @@
 // descriptors: shared by the MCP tool schemas and the REST mirror's OpenAPI
 // document, with the proto comments as descriptions.
 import { getOption, ScalarType, type DescEnum, type DescEnumValue, type DescField, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
-import { comments } from "../../gen/platform/v1/comments.js";
-import { FieldBehavior, field_behavior } from "../../gen/platform/v1/options_pb.js";
+import { comments } from "../../../gen/platform/v1/comments.js";
+import { FieldBehavior, field_behavior } from "../../../gen/platform/v1/options_pb.js";
 
 export interface JsonSchema {
   [key: string]: unknown;
@@ -39,7 +39,7 @@ const WELL_KNOWN: Record<string, JsonSchema> = {
   "google.protobuf.Value": { description: "any JSON value" },
 };
 
-export function wellKnownSchema(message: DescMessage): JsonSchema | undefined {
+function wellKnownSchema(message: DescMessage): JsonSchema | undefined {
   const known = WELL_KNOWN[message.typeName];
   // A message of another package would be written as a plain object, which
   // its proto JSON form may not be: refuse rather than describe it wrongly.
@@ -49,7 +49,7 @@ export function wellKnownSchema(message: DescMessage): JsonSchema | undefined {
   return known && { ...known };
 }
 
-export function scalarSchema(scalar: ScalarType): JsonSchema {
+function scalarSchema(scalar: ScalarType): JsonSchema {
   switch (scalar) {
     case ScalarType.STRING:
       return { type: "string" };

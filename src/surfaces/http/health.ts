@@ -1,9 +1,9 @@
 import { timingSafeEqual } from "node:crypto";
 import type { FastifyInstance } from "fastify";
-import type { Store } from "../store/store.js";
 
 export interface HealthOptions {
-  store: Store;
+  // Resolves when the store answers (the composition root hands over its ping).
+  storeAnswers: () => Promise<unknown>;
   // The text GET /metrics answers, and its content type.
   exposition: { contentType: string; metrics(): Promise<string> };
   // When set, /metrics needs `Authorization: Bearer <token>`.
@@ -16,11 +16,11 @@ function bearerMatches(header: string | undefined, token: string): boolean {
   return given.length === expected.length && timingSafeEqual(given, expected);
 }
 
-export async function healthSurface(app: FastifyInstance, { store, exposition, metricsToken }: HealthOptions): Promise<void> {
+export async function healthSurface(app: FastifyInstance, { storeAnswers, exposition, metricsToken }: HealthOptions): Promise<void> {
   app.get("/healthz", async () => ({ status: "ok" }));
   app.get("/readyz", async (_req, reply) => {
     try {
-      await store.ping();
+      await storeAnswers();
       return { status: "ready" };
     } catch {
       return reply.status(503).send({ status: "unavailable", message: "store unavailable" });

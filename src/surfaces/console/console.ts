@@ -81,7 +81,7 @@ function contentSecurityPolicy(issuer: string): string {
 }
 
 // The operator console at /console: a static single-page app, a browser
-// client of the same PlatformService (src/surfaces/connect.ts). `GET /`
+// client of the same PlatformService (src/surfaces/connect/connect.ts). `GET /`
 // leads there.
 export async function consoleSurface(app: FastifyInstance, { settings, dir }: ConsoleOptions): Promise<void> {
   const assets = loadAssets(dir);

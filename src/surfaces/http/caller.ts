@@ -1,5 +1,5 @@
 import type { FastifyRequest } from "fastify";
-import type { CallerInput } from "../service/access.js";
+import type { CallerInput } from "../../service/access.js";
 import { noteTenant } from "./access-log.js";
 
 export const TENANT_HEADER = "x-platform-tenant";

@@ -1,9 +1,10 @@
 import type { DescMethod } from "@bufbuild/protobuf";
-import { Code, ConnectError, createContextKey, createContextValues, type ConnectRouter, type ContextValues, type Interceptor } from "@connectrpc/connect";
+import { createContextKey, createContextValues, type ConnectRouter, type ContextValues, type Interceptor } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from "fastify";
-import type { Platform } from "../service/platform.js";
-import { callerFromHeaders } from "./caller.js";
+import type { Platform } from "../../service/platform.js";
+import { callerFromHeaders } from "../http/caller.js";
+import { asServiceError } from "../http/errors.js";
 
 // Errors that are not ConnectErrors are bugs or infrastructure failures: log
 // them, and answer `internal` without their detail.
@@ -11,9 +12,9 @@ import { callerFromHeaders } from "./caller.js";
 // returned: reading them is wrapped the same way.
 function hideInternalErrors(log: FastifyBaseLogger): Interceptor {
   const hide = (err: unknown, url: string) => {
-    if (err instanceof ConnectError) return err;
-    log.error({ err, procedure: url }, "unhandled error");
-    return new ConnectError("internal error", Code.Internal);
+    const answered = asServiceError(err);
+    if (answered !== err) log.error({ err, procedure: url }, "unhandled error");
+    return answered;
   };
   return (next) => async (req) => {
     let res;
