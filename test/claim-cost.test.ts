@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
 import type Database from "better-sqlite3";
-import { migratePostgres, openPostgres } from "../src/store/postgres/open.js";
+import { migratePostgres, openPostgres, openQueuePool } from "../src/store/postgres/open.js";
 import { createPgRunQueue } from "../src/store/postgres/queue.js";
 import { ChangeNotifier } from "../src/store/postgres/change-notifier.js";
 import { SignalHub } from "../src/store/signal-hub.js";
@@ -68,8 +68,9 @@ async function postgresEngine(): Promise<Engine> {
   const migrating = openPostgres({ url: database.url, poolSize: 2 });
   await migratePostgres(migrating);
   await migrating.sql.end();
-  // Claims on one connection: its counters are the claims' alone.
-  const opened = openPostgres({ url: database.url, poolSize: 1 });
+  // The queue's pool as the store opens it, of one connection: its counters
+  // are the claims' alone.
+  const opened = openQueuePool(database.url, 1);
   // Setup and reading on a connection of its own, whose counters are flushed
   // after each of its statements, before any claim is counted.
   const setup = postgres(database.url, { max: 1, onnotice: () => {} });

@@ -196,11 +196,11 @@ export function createPgRunQueue(sql: Sql, signals: SignalHub, changes: ChangeNo
       const rows = await tx<PgRun[]>`
         with pick as (
           select r.id from runs r
-          join unnest(${ids}::text[]) with ordinality as c(id, ord) on c.id = r.id
-          where r.status = 'queued'
-             or (r.status = 'running' and r.lease_expire_time <= ${now} and r.attempt < ${maxAttempts}
-                 and (r.lease_owner is distinct from ${owner} or not r.id = any(${executing}::text[])))
-          order by c.ord limit ${limit}
+          where r.id = any(${ids}::text[])
+            and (r.status = 'queued'
+              or (r.status = 'running' and r.lease_expire_time <= ${now} and r.attempt < ${maxAttempts}
+                  and (r.lease_owner is distinct from ${owner} or not r.id = any(${executing}::text[]))))
+          order by array_position(${ids}::text[], r.id) limit ${limit}
           for update of r skip locked
         )
         update runs set status = 'running', lease_owner = ${owner}, lease_expire_time = ${now + leaseMs}, attempt = runs.attempt + 1,

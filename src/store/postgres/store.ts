@@ -9,7 +9,7 @@ import type { GroupCommitOptions } from "../group-commit.js";
 import { ChangeNotifier } from "./change-notifier.js";
 import { createPgWebhookStore } from "./ingest.js";
 import { createPgMemberChange, createPgMemberships } from "./members.js";
-import { migratePostgres, openPostgres } from "./open.js";
+import { migratePostgres, openPostgres, openQueuePool } from "./open.js";
 import { createPgRunQueue } from "./queue.js";
 import { createPgRateLimits } from "./rate-limits.js";
 import { tenantRepo, tenantStore } from "./repos.js";
@@ -48,6 +48,7 @@ export async function createPostgresStore(options: PostgresStoreOptions): Promis
   }
   const timeoutMs = options.hotPathTimeoutMs ?? 5000;
   const changes = new ChangeNotifier(sql);
+  const queuePool = openQueuePool(options.url);
   const { members, agents, skills, triggers, webhookSources, events, runs } = schema;
   const memberRepo = tenantRepo<typeof members, rows.MemberRow, rows.MemberInsert>(sql, db, members, timeoutMs);
   const memberBySubject = `${memberRepo.reader.select}
@@ -91,7 +92,7 @@ export async function createPostgresStore(options: PostgresStoreOptions): Promis
       queueStats: () => pg(() => queueStats(sql)),
     },
     webhooks: notifyingWebhooks(createPgWebhookStore(sql, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }, timeoutMs), changes),
-    queue: createPgRunQueue(sql, signals, changes),
+    queue: createPgRunQueue(queuePool.sql, signals, changes),
     schedules: notifyingSchedules(createPgScheduleStore(sql), changes),
     signals,
     rateLimits: createPgRateLimits(sql),
@@ -114,7 +115,7 @@ export async function createPostgresStore(options: PostgresStoreOptions): Promis
     },
     close: async () => {
       await changes.flush();
-      await sql.end({ timeout: 5 });
+      await Promise.all([sql.end({ timeout: 5 }), queuePool.sql.end({ timeout: 5 })]);
     },
   };
 }

@@ -192,8 +192,10 @@ export const runs = sqliteTable(
     // runs that ended, and no planner prefers another index that would.
     index("runs_queued").on(t.tenantId, t.id).where(sql`status = 'queued'`),
     // Running runs: expired leases, the next expiry, the claim's counts of
-    // running runs per tenant and agent.
-    index("runs_leases").on(t.status, t.leaseExpireTime),
+    // running runs per tenant and agent. Partial, as runs_queued: it holds
+    // the running runs only (bounded by the workers), so no plan of a
+    // query on queued runs can walk it and sort the backlog.
+    index("runs_leases").on(t.leaseExpireTime).where(sql`status = 'running'`),
     // Retention deletes ended runs by end time.
     index("runs_end_time").on(t.endTime),
     // Change feeds (WatchRuns): a tenant's runs by their last change.
