@@ -56,10 +56,17 @@ export function openPostgres(options: PostgresOptions & { connection?: Record<st
 // 50,000 and back, and a generic plan made while `runs` was small read every
 // queued run to take 7 (13,002 rows; the claim then cost O(backlog)). A
 // claim's planning is a fraction of a millisecond; its plan is then right
-// for the backlog of the moment. Its own pool also keeps claims and finishes
-// from waiting behind ingestion's commits.
+// for the backlog of the moment. Without statistics, though (a new table,
+// or one autovacuum has not analyzed since the backlog grew), the planner
+// guesses a tenant's queued runs at a dozen and reads them all through a
+// bitmap, then sorts them (every queued run of the tenant, to take 16):
+// bitmap scans are off on this pool, so that each range of an index is
+// walked in the index's order and stops at the statement's limit. Every
+// queue statement finds its rows through an index (by key, or a bounded
+// range), where a bitmap saves nothing. Its own pool also keeps claims and
+// finishes from waiting behind ingestion's commits.
 export function openQueuePool(url: string, poolSize = 3): OpenedPostgres {
-  return openPostgres({ url, poolSize, connection: { plan_cache_mode: "force_custom_plan" } });
+  return openPostgres({ url, poolSize, connection: { plan_cache_mode: "force_custom_plan", enable_bitmapscan: "off" } });
 }
 
 // Any fixed 64-bit key: migrations of every replica serialize on it.

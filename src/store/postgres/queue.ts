@@ -1,5 +1,4 @@
 import type postgres from "postgres";
-import { fairPick, pickAsync, WORKER_LOST_ERROR, type QueuedCandidate, type RunningCount } from "../claim.js";
 import { writingJson } from "../errors.js";
 import { groupCommit } from "../group-commit.js";
 import type { RunRow } from "../rows.js";
@@ -8,65 +7,15 @@ import type { RunOutcome, RunQueue } from "../store.js";
 import type { ChangeNotifier } from "./change-notifier.js";
 import { CHANNELS } from "./channels.js";
 import { toStoreError } from "./errors.js";
+import { claimRuns } from "./queue/claim-runs.js";
+import { toRow, type PgRun } from "./queue/run-row.js";
 import { lockTenantScope } from "./locks.js";
 import { queuedCount, queueRuns } from "./runs.js";
 import type { Sql } from "./open.js";
 
 type Tx = postgres.TransactionSql;
 
-// Keys of transaction-level advisory locks (pg_advisory_xact_lock(class,
-// hashtext(id))), apart from the migration lock's single 64-bit key.
-const LOCK_CLASS = {
-  // A capped agent's running count and the claims it admits.
-  agentClaim: 0x5155_0002,
-};
-
-// A claim picks from twice the runs it takes: the ones a concurrent claimer
-// holds locked are skipped for the next in line rather than left untaken.
-const OVERFETCH = 2;
 const MAX_WRITE_BATCH = 256;
-
-interface PgRun {
-  id: string;
-  tenant_id: string;
-  agent_id: string;
-  trigger_id: string | null;
-  event_id: string | null;
-  input: unknown;
-  status: RunRow["status"];
-  attempt: number;
-  steps: RunRow["steps"];
-  output: unknown;
-  error: string;
-  start_time: number | null;
-  end_time: number | null;
-  lease_owner: string | null;
-  lease_expire_time: number | null;
-  trace_parent: string | null;
-  create_time: number;
-  update_time: number;
-}
-
-const toRow = (r: PgRun): RunRow => ({
-  id: r.id,
-  tenantId: r.tenant_id,
-  agentId: r.agent_id,
-  triggerId: r.trigger_id,
-  eventId: r.event_id,
-  input: r.input,
-  status: r.status,
-  attempt: r.attempt,
-  steps: r.steps,
-  output: r.output,
-  error: r.error,
-  startTime: r.start_time,
-  endTime: r.end_time,
-  leaseOwner: r.lease_owner,
-  leaseExpireTime: r.lease_expire_time,
-  traceParent: r.trace_parent,
-  createTime: r.create_time,
-  updateTime: r.update_time,
-});
 
 const mapped = <T>(p: Promise<T>): Promise<T> =>
   p.catch((err: unknown) => {
@@ -114,103 +63,6 @@ const stateWrite = (
 // would cost a claim. Every write of runs tells the streams after its
 // commit (ChangeNotifier), with the tenants it touched.
 export function createPgRunQueue(sql: Sql, signals: SignalHub, changes: ChangeNotifier): RunQueue {
-  async function candidates(tx: Tx, excluded: string[], perTenant: number): Promise<QueuedCandidate[]> {
-    // A loose index scan over runs_queued (tenant_id, id where queued): one
-    // seek per tenant with queued runs, then that tenant's oldest, never the
-    // backlog.
-    return tx<QueuedCandidate[]>`
-      with recursive t as (
-        (select tenant_id from runs where status = 'queued' order by tenant_id limit 1)
-        union all
-        select (select r.tenant_id from runs r where r.status = 'queued' and r.tenant_id > t.tenant_id order by r.tenant_id limit 1)
-        from t where t.tenant_id is not null
-      )
-      select q.id, q.tenant_id as "tenantId", q.agent_id as "agentId", a.max_concurrent_runs as cap
-      from t cross join lateral (
-        -- From the tenant's first queued run on, in runs_queued's order (the
-        -- next tenant's runs are dropped below). Not "tenant_id = …
-        -- order by id": the primary key has that order too, and a planner
-        -- that believes most runs queued walks it over the runs that ended.
-        select id, tenant_id, agent_id from runs
-        where status = 'queued' and (tenant_id, id) > (t.tenant_id, '') and agent_id <> all(${excluded}::text[])
-        order by tenant_id, id limit ${perTenant}
-      ) q
-      left join agents a on a.id = q.agent_id and a.max_concurrent_runs > 0
-      where q.tenant_id = t.tenant_id`;
-  }
-
-  // Keeps of the picked runs of capped agents only what each agent has room
-  // for once no other claimer can add to its running runs.
-  async function withinCaps(tx: Tx, picked: QueuedCandidate[]): Promise<QueuedCandidate[]> {
-    const agents = [...new Set(picked.filter((c) => c.cap !== null).map((c) => c.agentId))];
-    if (!agents.length) return picked;
-    // In one order (by lock key) in every claimer: no deadlock.
-    await tx`
-      select pg_advisory_xact_lock(${LOCK_CLASS.agentClaim}, k)
-      from (select distinct hashtext(a) as k from unnest(${agents}::text[]) a order by k) keys`;
-    // A statement after the locks: it sees what the claimers before committed.
-    const rooms = await tx<{ id: string; room: number }[]>`
-      select a.id, coalesce(a.max_concurrent_runs, 0) - (select count(*) from runs r where r.status = 'running' and r.agent_id = a.id)::int as room
-      from agents a where a.id = any(${agents}::text[]) and a.max_concurrent_runs > 0`;
-    const room = new Map(rooms.map((r) => [r.id, r.room]));
-    return picked.filter((c) => {
-      if (c.cap === null) return true;
-      const left = room.get(c.agentId) ?? Infinity;
-      room.set(c.agentId, left - 1);
-      return left > 0;
-    });
-  }
-
-  async function claim(owner: string, limit: number, leaseMs: number, maxAttempts: number, now: number, executing: string[]) {
-    const want = limit * OVERFETCH;
-    return sql.begin(async (tx) => {
-      // Pipelined: one round trip for the three.
-      const [, expired, running] = await Promise.all([
-        tx`
-          update runs set status = 'failed', error = ${WORKER_LOST_ERROR}, end_time = ${now},
-            lease_owner = null, lease_expire_time = null, update_time = ${now}
-          where id in (
-            select id from runs where status = 'running' and lease_expire_time <= ${now} and attempt >= ${maxAttempts}
-            for update skip locked)`,
-        // Expired leases first (see ../sqlite/queue.ts): not those this owner
-        // still executes.
-        tx<{ id: string }[]>`
-          select id from runs
-          where status = 'running' and lease_expire_time <= ${now} and attempt < ${maxAttempts}
-            and (lease_owner is distinct from ${owner} or not id = any(${executing}::text[]))
-          order by id limit ${want}`,
-        tx<RunningCount[]>`
-          select r.tenant_id as "tenantId", r.agent_id as "agentId", max(a.max_concurrent_runs) as cap, count(*)::int as n
-          from runs r left join agents a on a.id = r.agent_id and a.max_concurrent_runs > 0
-          where r.status = 'running' group by r.tenant_id, r.agent_id`,
-      ]);
-      let picked: QueuedCandidate[] = [];
-      if (expired.length < want) {
-        const n = want - expired.length;
-        picked = await withinCaps(tx, await pickAsync(fairPick(running, n, n), (excluded) => candidates(tx, excluded, n)));
-      }
-      const ids = [...expired.map((r) => r.id), ...picked.map((c) => c.id)];
-      if (!ids.length) return [];
-      // Locks at most `limit` of the picked runs, best first, skipping those
-      // another claimer holds, and re-checks each against its current row.
-      const rows = await tx<PgRun[]>`
-        with pick as (
-          select r.id from runs r
-          where r.id = any(${ids}::text[])
-            and (r.status = 'queued'
-              or (r.status = 'running' and r.lease_expire_time <= ${now} and r.attempt < ${maxAttempts}
-                  and (r.lease_owner is distinct from ${owner} or not r.id = any(${executing}::text[]))))
-          order by array_position(${ids}::text[], r.id) limit ${limit}
-          for update of r skip locked
-        )
-        update runs set status = 'running', lease_owner = ${owner}, lease_expire_time = ${now + leaseMs}, attempt = runs.attempt + 1,
-          start_time = coalesce(runs.start_time, ${now}), update_time = ${now}
-        from pick where runs.id = pick.id
-        returning runs.*`;
-      return rows.map(toRow);
-    });
-  }
-
   // One statement per round: a run appears at most once in a statement (the
   // second update of a row in one statement would be lost), so a run's
   // second write of a batch goes to the next round, in order.
@@ -260,9 +112,9 @@ export function createPgRunQueue(sql: Sql, signals: SignalHub, changes: ChangeNo
   const write = groupCommit<StateWrite, boolean>((writes) => mapped(commitWrites(writes)), MAX_WRITE_BATCH);
 
   return {
-    claim: (...args) =>
+    claim: (owner, limit, leaseMs, maxAttempts, now, executing) =>
       mapped(
-        claim(...args).then((rows) => {
+        claimRuns(sql, { owner, limit, leaseMs, maxAttempts, now, executing }).then((rows) => {
           for (const tenantId of new Set(rows.map((r) => r.tenantId))) changes.runsChanged(tenantId);
           return rows;
         }),
