@@ -15,8 +15,6 @@ import postgres from "postgres";
 import type Database from "better-sqlite3";
 import { migratePostgres, openPostgres, openQueuePool } from "../src/store/postgres/open.js";
 import { createPgRunQueue } from "../src/store/postgres/queue.js";
-import { ChangeNotifier } from "../src/store/postgres/change-notifier.js";
-import { SignalHub } from "../src/store/signal-hub.js";
 import { createSqliteStore } from "../src/store/sqlite/store.js";
 import type { RunQueue } from "../src/store/store.js";
 import { createTestDatabase } from "./support/postgres.js";
@@ -84,7 +82,7 @@ async function postgresEngine(): Promise<Engine> {
   await flushed(seedAgents(PG, now));
   let seeded = 0;
   return {
-    queue: createPgRunQueue(opened.sql, new SignalHub(), new ChangeNotifier(opened.sql)),
+    queue: createPgRunQueue(opened.sql),
     async seed(perTenant) {
       await flushed(seedRuns(PG, seeded, perTenant, Date.now()));
       seeded += perTenant;
