@@ -93,6 +93,12 @@ export function signalledQueue(queue: RunQueue, sink: SignalSink): RunQueue {
         for (const tenantId of new Set(rows.map((r) => r.tenantId))) sink.runsChanged(tenantId);
         return rows;
       }),
+    // A run no longer held (cancelled, taken over) is forgotten here too.
+    heartbeat: (owner, ids, leaseMs, now) =>
+      queue.heartbeat(owner, ids, leaseMs, now).then((held) => {
+        for (const id of ids) if (!held.has(id)) tenantOf.delete(id);
+        return held;
+      }),
     recordSteps: (owner, id, steps, now) =>
       queue.recordSteps(owner, id, steps, now).then((held) => {
         if (held) sink.runsChanged(tenantOf.get(id));
