@@ -255,6 +255,15 @@ export interface LoadOptions {
 // One core for HTTP and ingest, the others for executing runs.
 const DEFAULT_WORKER_THREADS = Math.max(1, availableParallelism() - 1);
 
+// Runs executing at once per worker thread, by default: 16 per core of the
+// machine, shared by the threads (at least 8 each). A run mostly waits (on
+// tools, models, the store), so a core keeps many busy; a fixed 8 left a
+// thread of a 2-core machine waiting on claims (issue 20: 8 at a time ran
+// 330-680 runs/s from a backlog, 32 ran 1,700-2,100).
+export function defaultWorkerConcurrency(threads: number): number {
+  return Math.max(8, Math.ceil((16 * availableParallelism()) / Math.max(1, threads)));
+}
+
 export interface StoreConfig {
   // postgres://…: PostgreSQL; unset: SQLite at sqlitePath.
   databaseUrl?: string;
@@ -386,9 +395,10 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
   const role = options.role ?? str(env, ROLE.name) ?? "all";
   if (!(SERVE_ROLES as readonly string[]).includes(role))
     problems.push(`AGENTPLANE_ROLE (or --role) must be ${SERVE_ROLES.slice(0, -1).join(", ")} or ${SERVE_ROLES.at(-1)}, got "${role}"`);
+  const workerThreads = int(env, "AGENTPLANE_WORKER_THREADS", DEFAULT_WORKER_THREADS, problems);
   const config: Config = {
     role: role as ServeRole, // checked above; a problem stops the load
-    workerThreads: int(env, "AGENTPLANE_WORKER_THREADS", DEFAULT_WORKER_THREADS, problems),
+    workerThreads,
     host,
     port,
     publicUrl,
@@ -408,7 +418,7 @@ export function loadConfig(env: Env = process.env, options: LoadOptions = {}): C
     jsonMaxDepth: positiveInt(env, "AGENTPLANE_WEBHOOK_MAX_DEPTH", DEFAULT_JSON_MAX_DEPTH, problems),
     scheduleMinIntervalSeconds: positiveInt(env, "AGENTPLANE_SCHEDULE_MIN_INTERVAL_SECONDS", DEFAULT_SCHEDULE_MIN_INTERVAL_SECONDS, problems),
     quotas: parseQuotas(env, problems),
-    workerConcurrency: positiveInt(env, "AGENTPLANE_WORKER_CONCURRENCY", 8, problems),
+    workerConcurrency: positiveInt(env, "AGENTPLANE_WORKER_CONCURRENCY", defaultWorkerConcurrency(workerThreads), problems),
     runLeaseMs: int(env, "AGENTPLANE_RUN_LEASE_SECONDS", 30, problems) * 1000,
     workerIdlePollMs: positiveInt(env, "AGENTPLANE_WORKER_IDLE_POLL_SECONDS", 5, problems) * 1000,
     runMaxAttempts: positiveInt(env, "AGENTPLANE_RUN_MAX_ATTEMPTS", 3, problems),

@@ -15,6 +15,7 @@ import { createPgRunQueue } from "../src/store/postgres/queue.js";
 import type { RunRow } from "../src/store/rows.js";
 import { SignalHub } from "../src/store/signal-hub.js";
 import { ChangeNotifier } from "../src/store/postgres/change-notifier.js";
+import { signalledQueue } from "../src/store/signalled.js";
 import { createSqliteStore } from "../src/store/sqlite/store.js";
 import type { RunOutcome, RunQueue } from "../src/store/store.js";
 import { createTestDatabase } from "./support/postgres.js";
@@ -100,11 +101,11 @@ async function postgresEngine(): Promise<Engine> {
   const pools: OpenedPostgres[] = [main, reader];
   const now = Date.now();
   return {
-    queue: createPgRunQueue(main.sql, new SignalHub(), new ChangeNotifier(main.sql)),
+    queue: createPgRunQueue(main.sql),
     replica() {
       const p = openPostgres({ url: database.url, poolSize: 2 });
       pools.push(p);
-      return createPgRunQueue(p.sql, new SignalHub(), new ChangeNotifier(p.sql));
+      return createPgRunQueue(p.sql);
     },
     addTenant: async (id) => void (await main.sql`insert into tenants (id, slug, create_time, update_time) values (${id}, ${id}, ${now}, ${now})`),
     addAgent: async (tenantId, id, cap = null) =>
@@ -499,7 +500,8 @@ describe("PostgreSQL notifications", () => {
   // The engine above on an existing database.
   async function postgresFrom(database: Awaited<ReturnType<typeof createTestDatabase>>): Promise<Engine> {
     const main = openPostgres({ url: database.url, poolSize: 2 });
-    const queue = createPgRunQueue(main.sql, new SignalHub(), new ChangeNotifier(main.sql));
+    // As the store signals its queue's writes: NOTIFY after the commit.
+    const queue = signalledQueue(createPgRunQueue(main.sql), new ChangeNotifier(main.sql, new SignalHub()));
     return {
       queue,
       replica: () => queue,

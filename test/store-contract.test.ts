@@ -490,14 +490,16 @@ describe.each(engines)("Store contract on $name", (engine) => {
       const good = [ingestItem(tenantId, sourceId, agentId, { idempotencyKey: "k-good-1" }), ingestItem(tenantId, sourceId, agentId)];
       // Same event id as a stored event: a conflict, not a duplicate key.
       const clash = ingestItem(tenantId, sourceId, agentId, { id: taken.event.id, idempotencyKey: "k-clash" });
-      // A run of a tenant that does not exist: a broken reference.
+      // A run whose id a stored run has: its event is refused with it (events
+      // and runs name their tenant without a foreign key, so no reference of
+      // an ingest can break).
       const orphan = ingestItem(tenantId, sourceId, agentId);
-      orphan.runs[0]!.tenantId = "ten_missing";
+      orphan.runs[0]!.id = taken.runs[0]!.id;
       const outcomes = await Promise.allSettled([good[0]!, clash, orphan, good[1]!].map((item) => a.webhooks.ingest(item, DAY)));
       expect(outcomes[0]).toEqual({ status: "fulfilled", value: { duplicate: false, eventId: good[0]!.event.id } });
       expect(outcomes[3]).toEqual({ status: "fulfilled", value: { duplicate: false, eventId: good[1]!.event.id } });
       expect(outcomes[1]).toMatchObject({ status: "rejected", reason: expect.any(StoreConflictError) });
-      expect(outcomes[2]).toMatchObject({ status: "rejected", reason: expect.any(StoreReferenceError) });
+      expect(outcomes[2]).toMatchObject({ status: "rejected", reason: expect.any(StoreConflictError) });
       expect(await b.events.get(tenantId, orphan.event.id)).toBeUndefined();
       expect(await b.events.list(tenantId, { limit: 10, where: { idempotencyKey: "k-clash" } })).toEqual([]);
       for (const item of good) expect(await b.runs.idsForEvent(tenantId, item.event.id)).toEqual([item.runs[0]!.id]);

@@ -31,8 +31,6 @@ import { openStore } from "../../src/store/open.js";
 import { migratePostgres, openPostgres, type OpenedPostgres } from "../../src/store/postgres/open.js";
 import { createPgRunQueue } from "../../src/store/postgres/queue.js";
 import type { RunInsert } from "../../src/store/rows.js";
-import { SignalHub } from "../../src/store/signal-hub.js";
-import { ChangeNotifier } from "../../src/store/postgres/change-notifier.js";
 import { createSqliteStore } from "../../src/store/sqlite/store.js";
 import type { RunQueue, Store } from "../../src/store/store.js";
 import { positiveInt } from "../lib/env.js";
@@ -102,11 +100,11 @@ async function pg(): Promise<Engine> {
   const stores: Store[] = [];
   return {
     name: "PostgreSQL",
-    queue: createPgRunQueue(main.sql, new SignalHub(), new ChangeNotifier(main.sql)),
+    queue: createPgRunQueue(main.sql),
     replica() {
       const p = openPostgres({ url });
       pools.push(p);
-      return createPgRunQueue(p.sql, new SignalHub(), new ChangeNotifier(p.sql));
+      return createPgRunQueue(p.sql);
     },
     async store() {
       const opened = await openStore({ databaseUrl: url, sqlite: { path: "", migrate: false } });

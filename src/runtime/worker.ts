@@ -5,6 +5,7 @@ import { NO_OBSERVER, type Observer } from "../lib/observer.js";
 import { FailureStreak } from "../lib/failure-streak.js";
 import { pause } from "../lib/pause.js";
 import { StoreRefusedError, StoreUnavailableError } from "../store/errors.js";
+import type { RunRow } from "../store/rows.js";
 import type { RunOutcome, RunQueue } from "../store/store.js";
 import { errorKindOf, errorKindOfMessage } from "../service/error-kinds.js";
 import type { ExecutionResult, Executor } from "./executor.js";
@@ -58,15 +59,30 @@ function rejected(outcome: RunOutcome, error: string): RunOutcome {
 // Claims runs with a lease, executes them with bounded concurrency, keeps the
 // leases alive, and records the outcome. A worker that dies leaves leases
 // that expire, and the runs are claimed again (at-least-once).
+//
+// Claims are a pipeline, as graphile-worker's local queue: one claim at a
+// time, started as soon as a slot frees (not when a batch ends), sized to
+// the free slots plus a prefetch, whose runs wait here, leased, for the next
+// slot. The prefetch is the runs that ended while the last claim was in
+// flight (at most `concurrency`): short runs keep enough claimed to cover a
+// claim's latency, while long ones (tool and model calls) claim no more than
+// they run, so a run claimed here never waits long behind them while another
+// worker could have taken it.
 export class Worker {
   // Names the host and process, so that step records and lease owners tell
   // replicas apart.
   readonly owner = `worker-${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   readonly #o: Required<Omit<WorkerOptions, "tenantSlug">> & Pick<WorkerOptions, "tenantSlug">;
   readonly #active = new Map<string, { controller: AbortController; done: Promise<void> }>();
+  // Claimed runs waiting for a slot, oldest claim first.
+  #ready: RunRow[] = [];
+  #prefetch = 0;
+  // Attempts that ended, counted to size the prefetch.
+  #ended = 0;
   #timer?: NodeJS.Timeout;
   #heartbeat?: NodeJS.Timeout;
-  #pumping = false;
+  #scheduled = false;
+  #claiming = false;
   #again = false;
   #stopped = true;
   // When each held run's lease was last extended (claimed or heartbeat): it
@@ -96,18 +112,25 @@ export class Worker {
 
   wake(): void {
     if (this.#stopped) return;
-    if (this.#pumping) {
+    this.#launchReady();
+    if (this.#claiming) {
       this.#again = true;
       return;
     }
     // The wake-ups of one event-loop turn (each run of a batch of finishes
     // that committed together frees a slot) make one claim, not one each.
-    this.#pumping = true;
-    setImmediate(() => void this.#pump());
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    setImmediate(() => {
+      this.#scheduled = false;
+      void this.#claim();
+    });
   }
 
-  // Aborts a run executing here (it was cancelled through the API).
+  // Aborts a run executing here, or drops one waiting here (it was cancelled
+  // through the API).
   cancel(runId: string): void {
+    this.#drop(runId);
     this.#active.get(runId)?.controller.abort(new Error("run cancelled"));
   }
 
@@ -121,8 +144,9 @@ export class Worker {
     this.#stopped = true;
     clearTimeout(this.#timer);
     const all = () => Promise.all([...this.#active.values()].map((a) => a.done));
+    const waiting = this.#ready.splice(0).map((r) => r.id);
     await Promise.race([all(), new Promise((r) => setTimeout(r, graceMs).unref())]);
-    const left = [...this.#active.keys()];
+    const left = [...waiting, ...this.#active.keys()];
     for (const { controller } of this.#active.values()) controller.abort(new Error("worker shutting down"));
     await all();
     clearInterval(this.#heartbeat);
@@ -130,33 +154,54 @@ export class Worker {
     if (left.length) await this.#o.queue.release(this.owner, left, this.#o.now()).catch((err: unknown) => this.#o.log.warn({ err }, "releasing runs at shutdown failed"));
   }
 
-  async #pump(): Promise<void> {
-    this.#pumping = true;
+  async #claim(): Promise<void> {
+    const want = this.#o.concurrency + this.#prefetch - this.#active.size - this.#ready.length;
+    if (want <= 0 || this.#stopped || this.#claiming) return;
+    this.#claiming = true;
+    this.#again = false;
+    clearTimeout(this.#timer);
+    const ended = this.#ended;
     try {
-      do {
-        this.#again = false;
-        clearTimeout(this.#timer);
-        const free = this.#o.concurrency - this.#active.size;
-        if (free <= 0 || this.#stopped) break;
-        const runs = await this.#o.queue.claim(this.owner, free, this.#o.leaseMs, this.#o.maxAttempts, this.#o.now(), [...this.#active.keys()]);
-        if (this.#stopped) {
-          // stop() began while claiming: give these back rather than run them unwatched.
-          await this.#o.queue.release(this.owner, runs.map((r) => r.id), this.#o.now());
-          break;
-        }
-        for (const run of runs) this.#launch(run);
-        if (runs.length === free) this.#again = true;
-      } while (this.#again && !this.#stopped);
-      if (!this.#stopped) await this.#sleep();
+      const now = this.#o.now();
+      const runs = await this.#o.queue.claim(this.owner, want, this.#o.leaseMs, this.#o.maxAttempts, now, this.#held());
+      this.#prefetch = Math.min(this.#o.concurrency, this.#ended - ended);
+      if (this.#stopped) {
+        // stop() began while claiming: give these back rather than run them unwatched.
+        await this.#o.queue.release(this.owner, runs.map((r) => r.id), this.#o.now());
+        return;
+      }
+      for (const run of runs) this.#renewed.set(run.id, now);
+      this.#ready.push(...runs);
+      this.#launchReady();
+      // All it asked for: more may be waiting.
+      if (runs.length === want) this.#again = true;
+      else if (!this.#again) await this.#sleep();
       this.#claims.succeeded();
     } catch (err) {
       const wait = this.#claims.failed(err);
       if (!this.#stopped) this.#timer = setTimeout(() => this.wake(), wait);
     } finally {
-      this.#pumping = false;
-      // A wake() that arrived while this pump was finishing must not be lost.
+      this.#claiming = false;
+      // A wake() that arrived while this claim was in flight must not be lost.
       if (this.#again && !this.#stopped) this.wake();
     }
+  }
+
+  // Runs held here: executing, and waiting for a slot.
+  #held(): string[] {
+    return [...this.#active.keys(), ...this.#ready.map((r) => r.id)];
+  }
+
+  #launchReady(): void {
+    while (this.#active.size < this.#o.concurrency && this.#ready.length && !this.#stopped) this.#launch(this.#ready.shift()!);
+  }
+
+  // Forgets a waiting run this worker no longer holds.
+  #drop(runId: string): void {
+    const at = this.#ready.findIndex((r) => r.id === runId);
+    if (at < 0) return;
+    this.#ready.splice(at, 1);
+    this.#renewed.delete(runId);
   }
 
   // Sleeps until a dead worker's lease expires, or the idle poll.
@@ -166,10 +211,9 @@ export class Worker {
     this.#timer = setTimeout(() => this.wake(), Math.min(until, this.#o.idlePollMs));
   }
 
-  #launch(run: Parameters<Executor["execute"]>[0]): void {
+  #launch(run: RunRow): void {
     const controller = new AbortController();
     const entry = { controller, done: Promise.resolve() };
-    this.#renewed.set(run.id, this.#o.now());
     entry.done = traceRun(run, () => this.#execute(run, controller))
       .catch((err: unknown) => this.#o.log.error({ err, run: run.id }, "run attempt ended with an unexpected error; it runs again when its lease expires"))
       .finally(() => {
@@ -178,6 +222,7 @@ export class Worker {
           this.#renewed.delete(run.id);
           this.#recording.delete(run.id);
         }
+        this.#ended++;
         this.wake();
       });
     this.#active.set(run.id, entry);
@@ -275,7 +320,7 @@ export class Worker {
   // aborted too: another worker may claim it now, and one run must not
   // execute twice at once.
   async #beat(): Promise<void> {
-    const ids = [...this.#active.keys()];
+    const ids = this.#held();
     if (!ids.length) return;
     const now = this.#o.now();
     try {
@@ -283,14 +328,16 @@ export class Worker {
       this.#beats.succeeded();
       for (const id of ids) {
         if (held.has(id)) this.#renewed.set(id, now);
-        else this.#active.get(id)?.controller.abort(new Error("run cancelled"));
+        else this.cancel(id);
       }
     } catch (err) {
       this.#beats.failed(err);
       const lapsed = this.#o.now() - this.#o.leaseMs;
       for (const id of ids) {
         const renewed = this.#renewed.get(id);
-        if (renewed !== undefined && renewed <= lapsed && !this.#recording.has(id)) this.#active.get(id)?.controller.abort(new Error("run lease lapsed while the store was unreachable"));
+        if (renewed === undefined || renewed > lapsed || this.#recording.has(id)) continue;
+        this.#drop(id);
+        this.#active.get(id)?.controller.abort(new Error("run lease lapsed while the store was unreachable"));
       }
     }
   }

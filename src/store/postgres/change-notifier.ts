@@ -1,24 +1,48 @@
+import type { SignalHub } from "../signal-hub.js";
+import type { SignalSink } from "../signalled.js";
+import type { CachedTable } from "../store.js";
 import { CHANNELS } from "./channels.js";
 import type { Sql } from "./open.js";
 
-// Tells every replica's streams (through LISTEN) whose runs changed and
-// whose events arrived, after the writes commit. Not NOTIFY inside the
-// writing transactions: a transaction that notifies holds PostgreSQL's
-// global notification lock from its commit record to the end of its commit,
-// so every notifying writer commits one after another (measured with table
-// triggers: small concurrent run updates fell from ~900 to ~250 per second).
-// Instead one statement of its own carries the tenants gathered while the
+// Tells every replica (through LISTEN, this one's included) what this
+// process's writes changed, after they commit. Not NOTIFY inside the writing
+// transactions: a transaction that notifies holds PostgreSQL's global
+// notification lock from its commit record to the end of its commit (its
+// fsync included), so every notifying writer commits one after another
+// (measured with table triggers: small concurrent run updates fell from ~900
+// to ~250 per second; an ingest's wake-up held it through its group commit).
+// Instead one statement of its own carries what was gathered while the
 // previous one ran: one round trip at a time, whatever the write rate.
 // Best effort: a notification lost (error, crash between commit and send)
-// only waits for the streams' poll.
-export class ChangeNotifier {
+// only waits for the streams' poll or the workers' idle poll.
+export class ChangeNotifier implements SignalSink {
   readonly #sql: Sql;
+  readonly #hub: SignalHub;
   readonly #runs = new Set<string>();
   readonly #events = new Set<string>();
+  readonly #cancelled = new Set<string>();
+  #queued = false;
   #sending?: Promise<void>;
 
-  constructor(sql: Sql) {
+  constructor(sql: Sql, hub: SignalHub) {
     this.#sql = sql;
+    this.#hub = hub;
+  }
+
+  runsQueued(): void {
+    this.#queued = true;
+    this.#send();
+  }
+
+  // Cached tables' triggers notify, for every writer (another version, psql).
+  changed(_table: CachedTable): void {}
+
+  // Signalled here at once too, not only after the round trip through
+  // LISTEN (aborting twice is harmless).
+  runCancelled(runId: string): void {
+    this.#hub.runCancelled(runId);
+    this.#cancelled.add(runId);
+    this.#send();
   }
 
   // `undefined`: some tenant's, not known here (sent as an empty payload).
@@ -41,15 +65,23 @@ export class ChangeNotifier {
     this.#sending ??= (async () => {
       // Lets the writes finishing in this turn join the first statement.
       await new Promise((resolve) => setImmediate(resolve));
-      while (this.#runs.size || this.#events.size) {
+      while (this.#runs.size || this.#events.size || this.#cancelled.size || this.#queued) {
         const runs = [...this.#runs];
         const events = [...this.#events];
+        const cancelled = [...this.#cancelled];
+        const queued = this.#queued;
         this.#runs.clear();
         this.#events.clear();
+        this.#cancelled.clear();
+        this.#queued = false;
         await this.#sql`
           select pg_notify(${CHANNELS.runsChanged}, t) from unnest(${runs}::text[]) t
           union all
-          select pg_notify(${CHANNELS.eventsAdded}, t) from unnest(${events}::text[]) t`.catch(() => {});
+          select pg_notify(${CHANNELS.eventsAdded}, t) from unnest(${events}::text[]) t
+          union all
+          select pg_notify(${CHANNELS.runCancelled}, t) from unnest(${cancelled}::text[]) t
+          union all
+          select pg_notify(${CHANNELS.runsQueued}, '') where ${queued}`.catch(() => {});
       }
       this.#sending = undefined;
     })();

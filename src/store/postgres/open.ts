@@ -35,9 +35,10 @@ function reconnectBackoff(failures: number): number {
 // 2^53: read them as numbers, as SQLite returns them, not as strings.
 const INT8 = 20;
 
-export function openPostgres(options: PostgresOptions): OpenedPostgres {
+export function openPostgres(options: PostgresOptions & { connection?: Record<string, string> }): OpenedPostgres {
   const sql = postgres(options.url, {
     max: options.poolSize ?? 10,
+    connection: options.connection,
     onnotice: () => {},
     backoff: reconnectBackoff,
     types: {
@@ -45,6 +46,27 @@ export function openPostgres(options: PostgresOptions): OpenedPostgres {
     },
   });
   return { sql, db: drizzle(sql, { schema }) };
+}
+
+// The run queue's own pool. Its statements are planned for the values of each
+// execution (custom plans), never from a plan cached per connection: the
+// driver prepares every statement, and PostgreSQL switches a prepared
+// statement to a generic plan after 5 executions, planned for whatever the
+// statistics said then. A queue's tables swing from empty to a backlog of
+// 50,000 and back, and a generic plan made while `runs` was small read every
+// queued run to take 7 (13,002 rows; the claim then cost O(backlog)). A
+// claim's planning is a fraction of a millisecond; its plan is then right
+// for the backlog of the moment. Without statistics, though (a new table,
+// or one autovacuum has not analyzed since the backlog grew), the planner
+// guesses a tenant's queued runs at a dozen and reads them all through a
+// bitmap, then sorts them (every queued run of the tenant, to take 16):
+// bitmap scans are off on this pool, so that each range of an index is
+// walked in the index's order and stops at the statement's limit. Every
+// queue statement finds its rows through an index (by key, or a bounded
+// range), where a bitmap saves nothing. Its own pool also keeps claims and
+// finishes from waiting behind ingestion's commits.
+export function openQueuePool(url: string, poolSize = 3): OpenedPostgres {
+  return openPostgres({ url, poolSize, connection: { plan_cache_mode: "force_custom_plan", enable_bitmapscan: "off" } });
 }
 
 // Any fixed 64-bit key: migrations of every replica serialize on it.
@@ -59,10 +81,23 @@ export async function migratePostgres({ sql, db }: OpenedPostgres): Promise<void
     await lock`select pg_advisory_lock(${MIGRATION_LOCK})`;
     try {
       await migrate(db, { migrationsFolder: join(projectRoot(), "src/store/postgres/migrations") });
+      await analyzeNew(sql);
     } finally {
       await lock`select pg_advisory_unlock(${MIGRATION_LOCK})`;
     }
   } finally {
     lock.release();
   }
+}
+
+// Statistics for tables that have none (a new database, a table a migration
+// just created): until autovacuum's first analyze, which waits for enough
+// changed rows, the planner would guess every selectivity. Tables analyzed
+// before are left to autovacuum: analyzing a large table at every start
+// would slow starts for nothing.
+async function analyzeNew(sql: Sql): Promise<void> {
+  const tables = await sql<{ name: string }[]>`
+    select relname as name from pg_stat_user_tables
+    where schemaname = current_schema() and last_analyze is null and last_autoanalyze is null`;
+  for (const { name } of tables) await sql.unsafe(`analyze "${name.replace(/"/g, '""')}"`);
 }

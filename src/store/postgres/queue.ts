@@ -1,342 +1,37 @@
-import type postgres from "postgres";
-import { fairPick, pickAsync, WORKER_LOST_ERROR, type QueuedCandidate, type RunningCount } from "../claim.js";
 import { writingJson } from "../errors.js";
-import { groupCommit } from "../group-commit.js";
-import type { RunRow } from "../rows.js";
-import type { SignalHub } from "../signal-hub.js";
-import type { RunOutcome, RunQueue } from "../store.js";
-import type { ChangeNotifier } from "./change-notifier.js";
-import { CHANNELS } from "./channels.js";
+import type { RunQueue } from "../store.js";
 import { toStoreError } from "./errors.js";
-import { lockTenantScope } from "./locks.js";
-import { queuedCount, queueRuns } from "./runs.js";
 import type { Sql } from "./open.js";
-
-type Tx = postgres.TransactionSql;
-
-// Keys of transaction-level advisory locks (pg_advisory_xact_lock(class,
-// hashtext(id))), apart from the migration lock's single 64-bit key.
-const LOCK_CLASS = {
-  // A capped agent's running count and the claims it admits.
-  agentClaim: 0x5155_0002,
-};
-
-// A claim picks from twice the runs it takes: the ones a concurrent claimer
-// holds locked are skipped for the next in line rather than left untaken.
-const OVERFETCH = 2;
-const MAX_WRITE_BATCH = 256;
-
-interface PgRun {
-  id: string;
-  tenant_id: string;
-  agent_id: string;
-  trigger_id: string | null;
-  event_id: string | null;
-  input: unknown;
-  status: RunRow["status"];
-  attempt: number;
-  steps: RunRow["steps"];
-  output: unknown;
-  error: string;
-  start_time: number | null;
-  end_time: number | null;
-  lease_owner: string | null;
-  lease_expire_time: number | null;
-  trace_parent: string | null;
-  create_time: number;
-  update_time: number;
-}
-
-const toRow = (r: PgRun): RunRow => ({
-  id: r.id,
-  tenantId: r.tenant_id,
-  agentId: r.agent_id,
-  triggerId: r.trigger_id,
-  eventId: r.event_id,
-  input: r.input,
-  status: r.status,
-  attempt: r.attempt,
-  steps: r.steps,
-  output: r.output,
-  error: r.error,
-  startTime: r.start_time,
-  endTime: r.end_time,
-  leaseOwner: r.lease_owner,
-  leaseExpireTime: r.lease_expire_time,
-  traceParent: r.trace_parent,
-  createTime: r.create_time,
-  updateTime: r.update_time,
-});
+import { cancelRun } from "./queue/cancel-run.js";
+import { claimRuns } from "./queue/claim-runs.js";
+import { heartbeatRuns } from "./queue/heartbeat-runs.js";
+import { insertRuns } from "./queue/insert-runs.js";
+import { nextLeaseExpiry } from "./queue/next-lease-expiry.js";
+import { releaseRuns } from "./queue/release-runs.js";
+import { groupedWrites, stateWrite } from "./queue/write-runs.js";
 
 const mapped = <T>(p: Promise<T>): Promise<T> =>
   p.catch((err: unknown) => {
     throw toStoreError(err);
   });
 
-// A step record, or a finish when it has a status. Serialized when the
-// worker asks (it may go on changing its arrays), as one element of the
-// batch's JSON array.
-interface StateWrite {
-  id: string;
-  finish: boolean;
-  json: string;
-}
-
-const stateWrite = (
-  json: (value: unknown) => string,
-  id: string,
-  owner: string,
-  now: number,
-  steps: RunRow["steps"],
-  outcome?: { status: RunOutcome["status"]; output: unknown; error: string },
-): StateWrite => ({
-  id,
-  finish: outcome !== undefined,
-  json: json({ id, owner, now, steps, status: outcome?.status ?? null, output: outcome?.output ?? null, error: outcome?.error ?? null }),
-});
-
-
-// The run queue on PostgreSQL, shared by every replica. A claim is one
-// transaction: it reads the candidates without locks (../claim.ts picks
-// them, fair between tenants), then locks and takes the picked runs in one
-// statement with FOR UPDATE SKIP LOCKED, re-checking that each is still
-// claimable; a run another claimer holds is skipped, never waited for, and
-// never taken twice. Claims of a capped agent's runs serialize on that
-// agent's advisory lock and count its running runs after taking it, so
-// max_concurrent_runs holds across replicas. Everything a worker writes
-// while it runs a run is conditional on its lease_owner.
-//
-// Other replicas learn of new claimable runs (insertMany, release) and
-// cancellations through NOTIFY, sent at commit; the cancellation is also
-// signalled in this process at once, not after the round trip through
-// LISTEN (aborting twice is harmless). Queued runs are not signalled here:
-// the service wakes this process's workers itself, and a second wake-up
-// would cost a claim. Every write of runs tells the streams after its
-// commit (ChangeNotifier), with the tenants it touched.
-export function createPgRunQueue(sql: Sql, signals: SignalHub, changes: ChangeNotifier): RunQueue {
-  async function candidates(tx: Tx, excluded: string[], perTenant: number): Promise<QueuedCandidate[]> {
-    // A loose index scan over runs_queued (tenant_id, id where queued): one
-    // seek per tenant with queued runs, then that tenant's oldest, never the
-    // backlog.
-    return tx<QueuedCandidate[]>`
-      with recursive t as (
-        (select tenant_id from runs where status = 'queued' order by tenant_id limit 1)
-        union all
-        select (select r.tenant_id from runs r where r.status = 'queued' and r.tenant_id > t.tenant_id order by r.tenant_id limit 1)
-        from t where t.tenant_id is not null
-      )
-      select q.id, q.tenant_id as "tenantId", q.agent_id as "agentId", a.max_concurrent_runs as cap
-      from t cross join lateral (
-        -- From the tenant's first queued run on, in runs_queued's order (the
-        -- next tenant's runs are dropped below). Not "tenant_id = …
-        -- order by id": the primary key has that order too, and a planner
-        -- that believes most runs queued walks it over the runs that ended.
-        select id, tenant_id, agent_id from runs
-        where status = 'queued' and (tenant_id, id) > (t.tenant_id, '') and agent_id <> all(${excluded}::text[])
-        order by tenant_id, id limit ${perTenant}
-      ) q
-      left join agents a on a.id = q.agent_id and a.max_concurrent_runs > 0
-      where q.tenant_id = t.tenant_id`;
-  }
-
-  // Keeps of the picked runs of capped agents only what each agent has room
-  // for once no other claimer can add to its running runs.
-  async function withinCaps(tx: Tx, picked: QueuedCandidate[]): Promise<QueuedCandidate[]> {
-    const agents = [...new Set(picked.filter((c) => c.cap !== null).map((c) => c.agentId))];
-    if (!agents.length) return picked;
-    // In one order (by lock key) in every claimer: no deadlock.
-    await tx`
-      select pg_advisory_xact_lock(${LOCK_CLASS.agentClaim}, k)
-      from (select distinct hashtext(a) as k from unnest(${agents}::text[]) a order by k) keys`;
-    // A statement after the locks: it sees what the claimers before committed.
-    const rooms = await tx<{ id: string; room: number }[]>`
-      select a.id, coalesce(a.max_concurrent_runs, 0) - (select count(*) from runs r where r.status = 'running' and r.agent_id = a.id)::int as room
-      from agents a where a.id = any(${agents}::text[]) and a.max_concurrent_runs > 0`;
-    const room = new Map(rooms.map((r) => [r.id, r.room]));
-    return picked.filter((c) => {
-      if (c.cap === null) return true;
-      const left = room.get(c.agentId) ?? Infinity;
-      room.set(c.agentId, left - 1);
-      return left > 0;
-    });
-  }
-
-  async function claim(owner: string, limit: number, leaseMs: number, maxAttempts: number, now: number, executing: string[]) {
-    const want = limit * OVERFETCH;
-    return sql.begin(async (tx) => {
-      // Pipelined: one round trip for the three.
-      const [, expired, running] = await Promise.all([
-        tx`
-          update runs set status = 'failed', error = ${WORKER_LOST_ERROR}, end_time = ${now},
-            lease_owner = null, lease_expire_time = null, update_time = ${now}
-          where id in (
-            select id from runs where status = 'running' and lease_expire_time <= ${now} and attempt >= ${maxAttempts}
-            for update skip locked)`,
-        // Expired leases first (see ../sqlite/queue.ts): not those this owner
-        // still executes.
-        tx<{ id: string }[]>`
-          select id from runs
-          where status = 'running' and lease_expire_time <= ${now} and attempt < ${maxAttempts}
-            and (lease_owner is distinct from ${owner} or not id = any(${executing}::text[]))
-          order by id limit ${want}`,
-        tx<RunningCount[]>`
-          select r.tenant_id as "tenantId", r.agent_id as "agentId", max(a.max_concurrent_runs) as cap, count(*)::int as n
-          from runs r left join agents a on a.id = r.agent_id and a.max_concurrent_runs > 0
-          where r.status = 'running' group by r.tenant_id, r.agent_id`,
-      ]);
-      let picked: QueuedCandidate[] = [];
-      if (expired.length < want) {
-        const n = want - expired.length;
-        picked = await withinCaps(tx, await pickAsync(fairPick(running, n, n), (excluded) => candidates(tx, excluded, n)));
-      }
-      const ids = [...expired.map((r) => r.id), ...picked.map((c) => c.id)];
-      if (!ids.length) return [];
-      // Locks at most `limit` of the picked runs, best first, skipping those
-      // another claimer holds, and re-checks each against its current row.
-      const rows = await tx<PgRun[]>`
-        with pick as (
-          select r.id from runs r
-          join unnest(${ids}::text[]) with ordinality as c(id, ord) on c.id = r.id
-          where r.status = 'queued'
-             or (r.status = 'running' and r.lease_expire_time <= ${now} and r.attempt < ${maxAttempts}
-                 and (r.lease_owner is distinct from ${owner} or not r.id = any(${executing}::text[])))
-          order by c.ord limit ${limit}
-          for update of r skip locked
-        )
-        update runs set status = 'running', lease_owner = ${owner}, lease_expire_time = ${now + leaseMs}, attempt = runs.attempt + 1,
-          start_time = coalesce(runs.start_time, ${now}), update_time = ${now}
-        from pick where runs.id = pick.id
-        returning runs.*`;
-      return rows.map(toRow);
-    });
-  }
-
-  // One statement per round: a run appears at most once in a statement (the
-  // second update of a row in one statement would be lost), so a run's
-  // second write of a batch goes to the next round, in order.
-  async function commitWrites(writes: StateWrite[]): Promise<boolean[]> {
-    const rounds: { write: StateWrite; at: number }[][] = [];
-    const seen = new Map<string, number>();
-    writes.forEach((write, at) => {
-      const round = seen.get(write.id) ?? 0;
-      seen.set(write.id, round + 1);
-      (rounds[round] ??= []).push({ write, at });
-    });
-    const results = writes.map(() => false);
-    const tenants = new Set<string>();
-    const apply = async (q: Sql | Tx, round: { write: StateWrite; at: number }[]) => {
-      const values = `[${round.map(({ write }) => write.json).join(",")}]`;
-      const done = await q<{ id: string; tenant_id: string }[]>`
-        update runs r set
-          status = coalesce(v.status, r.status),
-          steps = v.steps,
-          output = case when v.status is null then r.output else v.output end,
-          error = coalesce(v.error, r.error),
-          end_time = case when v.status is null then r.end_time else v.now end,
-          lease_owner = case when v.status is null then r.lease_owner end,
-          lease_expire_time = case when v.status is null then r.lease_expire_time end,
-          -- Forward on every write, even within one millisecond: watchers of a run notice its changes by it.
-          update_time = greatest(r.update_time + 1, v.now)
-        from jsonb_to_recordset(${values}::text::jsonb) as v(id text, owner text, now bigint, steps jsonb, status text, output jsonb, error text)
-        where r.id = v.id and r.lease_owner = v.owner and r.status = 'running'
-        returning r.id, r.tenant_id`;
-      const ids = new Set(done.map((d) => d.id));
-      for (const d of done) tenants.add(d.tenant_id);
-      for (const { write, at } of round) results[at] = ids.has(write.id);
-    };
-    // Step records are progress, not a promise: a batch of them only does not
-    // wait for the disk (the finish that follows writes every step again,
-    // and its commit flushes theirs). A batch with a finish does.
-    const progressOnly = !writes.some((w) => w.finish);
-    if (rounds.length === 1 && !progressOnly) await apply(sql, rounds[0]!);
-    else
-      await sql.begin(async (tx) => {
-        if (progressOnly) await tx`set local synchronous_commit = off`;
-        for (const round of rounds) await apply(tx, round);
-      });
-    for (const tenantId of tenants) changes.runsChanged(tenantId);
-    return results;
-  }
-  const write = groupCommit<StateWrite, boolean>((writes) => mapped(commitWrites(writes)), MAX_WRITE_BATCH);
-
+// The run queue on PostgreSQL, shared by every replica: one module per
+// operation under ./queue (docs/architecture.md describes them one by one).
+// Claimers never wait for each other's runs (FOR UPDATE SKIP LOCKED) and
+// never take a run twice; everything a worker writes while it runs a run is
+// conditional on its lease_owner. What the writes signal, to this process
+// and the other replicas, is the store's signalled wrapper's (../signalled.ts).
+export function createPgRunQueue(sql: Sql): RunQueue {
+  const write = groupedWrites(sql);
   return {
-    claim: (...args) =>
-      mapped(
-        claim(...args).then((rows) => {
-          for (const tenantId of new Set(rows.map((r) => r.tenantId))) changes.runsChanged(tenantId);
-          return rows;
-        }),
-      ),
-    // Lease bookkeeping, not a change of the run: update_time stays, and the
-    // runs trigger wakes no stream.
-    heartbeat: (owner, ids, leaseMs, now) =>
-      mapped(
-        (async () =>
-          new Set(
-            (
-              await sql<{ id: string }[]>`
-                update runs set lease_expire_time = ${now + leaseMs}
-                where id = any(${ids}::text[]) and lease_owner = ${owner} and status = 'running'
-                returning id`
-            ).map((r) => r.id),
-          ))(),
-      ),
-    recordSteps: (owner, id, steps, now) => writingJson((json) => write(stateWrite(json, id, owner, now, steps))),
-    finish: (owner, id, o, now) => writingJson((json) => write(stateWrite(json, id, owner, now, o.steps, { status: o.status, output: o.output, error: o.error }))),
-    release: (owner, ids, now) =>
-      mapped(
-        (async () => {
-          await sql`
-            with released as (
-              update runs set status = 'queued', lease_owner = null, lease_expire_time = null, attempt = greatest(attempt - 1, 0),
-                start_time = null, update_time = ${now}
-              where id = any(${ids}::text[]) and lease_owner = ${owner} and status = 'running'
-              returning id
-            )
-            select pg_notify(${CHANNELS.runsQueued}, '') from released`;
-          changes.runsChanged(undefined);
-        })(),
-      ),
-    // Conditional: a run that finished meanwhile is not turned into cancelled.
-    cancel: (tenantId, id, now) =>
-      mapped(
-        (async () => {
-          const [row] = await sql<PgRun[]>`
-            with cancelled as (
-              update runs set status = 'cancelled', end_time = ${now}, lease_owner = null, lease_expire_time = null, update_time = ${now}
-              where tenant_id = ${tenantId} and id = ${id} and status in ('queued', 'running')
-              returning *
-            )
-            select cancelled.*, pg_notify(${CHANNELS.runCancelled}, cancelled.id) from cancelled`;
-          if (!row) return undefined;
-          signals.runCancelled(row.id);
-          changes.runsChanged(tenantId);
-          return toRow(row);
-        })(),
-      ),
-    nextLeaseExpiry: () =>
-      mapped(
-        (async () => {
-          const [row] = await sql<{ t: number | null }[]>`select min(lease_expire_time) as t from runs where status = 'running'`;
-          return row?.t ?? undefined;
-        })(),
-      ),
-    insertMany: (rows, maxQueued = Infinity) =>
-      mapped(
-        sql.begin(async (tx) => {
-          if (!rows.length) return true;
-          if (maxQueued !== Infinity) {
-            const tenantId = rows[0]!.tenantId;
-            // The lock schedules take too: one count-then-insert per tenant at a time.
-            await lockTenantScope(tx, "queued_runs", tenantId);
-            if ((await queuedCount(tx, tenantId)) + rows.length > maxQueued) return false;
-          }
-          await queueRuns(tx, rows);
-          return true;
-        }).then((ok) => {
-          if (ok && rows.length) changes.runsChanged(rows[0]!.tenantId);
-          return ok;
-        }),
-      ),
+    claim: (owner, limit, leaseMs, maxAttempts, now, executing) => mapped(claimRuns(sql, { owner, limit, leaseMs, maxAttempts, now, executing })),
+    heartbeat: (owner, ids, leaseMs, now) => mapped(heartbeatRuns(sql, owner, ids, now + leaseMs)),
+    recordSteps: (owner, id, steps, now) => writingJson((json) => mapped(write(stateWrite(json, id, owner, now, steps)))),
+    finish: (owner, id, o, now) =>
+      writingJson((json) => mapped(write(stateWrite(json, id, owner, now, o.steps, { status: o.status, output: o.output, error: o.error })))),
+    release: (owner, ids, now) => mapped(releaseRuns(sql, owner, ids, now)),
+    cancel: (tenantId, id, now) => mapped(cancelRun(sql, tenantId, id, now)),
+    nextLeaseExpiry: () => mapped(nextLeaseExpiry(sql)),
+    insertMany: (rows, maxQueued = Infinity) => mapped(insertRuns(sql, rows, maxQueued)),
   };
 }

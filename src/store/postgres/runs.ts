@@ -35,12 +35,15 @@ export const runRecord = (r: RunInsert) => ({
 });
 
 // Wakes the workers of every replica, on commit, when `queued` (a CTE of
-// the inserted runs) is not empty.
+// the inserted runs) is not empty. Left to ingest.ts's statement only until
+// it drops it: the store's signalled wrapper wakes them after the commit
+// (../signalled.ts, change-notifier.ts), off the commit's critical path.
 export const wakeWorkers = (queued: string) => `select pg_notify('${CHANNELS.runsQueued}', '') from (select from ${queued} limit 1) q`;
 
-const QUEUE_RUNS = `with queued as (${insertRunRecords("$1")} returning 1) ${wakeWorkers("queued")}`;
+const QUEUE_RUNS = insertRunRecords("$1");
 
-// Queues runs inside the caller's transaction, waking the workers when it commits.
+// Queues runs inside the caller's transaction (the store's signalled wrapper
+// wakes the workers once it committed).
 export async function queueRuns(tx: TransactionSql, runs: RunInsert[]): Promise<void> {
   if (runs.length) await tx.unsafe(QUEUE_RUNS, [JSON.stringify(runs.map(runRecord))], { prepare: true });
 }

@@ -7,9 +7,9 @@ const CACHED: ReadonlySet<string> = new Set<CachedTable>(["webhook_sources", "tr
 
 // Feeds the hub from NOTIFY, on one LISTEN connection of its own (postgres.js
 // opens it beside the pool and listens again when it reconnects). Table
-// triggers send `changed` for every writer; ingest and the queue send the
-// queue's channels; the store's change notifier `runsChanged` and
-// `eventsAdded`. Notifications sent while the connection was down are lost,
+// triggers send `changed` for every writer; the others are sent after each
+// commit by the store's change notifier, fed by ../signalled.ts, and heard
+// here by every replica, this one included. Notifications sent while the connection was down are lost,
 // so each channel, once listening again, reports that anything may have
 // changed.
 export async function listenSignals(sql: Sql, hub: SignalHub): Promise<void> {

@@ -1,7 +1,8 @@
 import { StoreUnavailableError } from "../errors.js";
 import type * as rows from "../rows.js";
 import { SignalHub } from "../signal-hub.js";
-import type { EventQuery, RunQuery, ScheduleStore, Store, WebhookStore } from "../store.js";
+import { signalled } from "../signalled.js";
+import type { EventQuery, RunQuery, Store } from "../store.js";
 import { within } from "./deadline.js";
 import { pg, toStoreError } from "./errors.js";
 import { byEvent } from "../runs-by-event.js";
@@ -10,7 +11,7 @@ import type { GroupCommitOptions } from "../group-commit.js";
 import { ChangeNotifier } from "./change-notifier.js";
 import { createPgWebhookStore } from "./ingest.js";
 import { createPgMemberChange, createPgMemberships } from "./members.js";
-import { migratePostgres, openPostgres } from "./open.js";
+import { migratePostgres, openPostgres, openQueuePool } from "./open.js";
 import { createPgRunQueue } from "./queue.js";
 import { createPgRateLimits } from "./rate-limits.js";
 import { tenantRepo, tenantStore } from "./repos.js";
@@ -48,7 +49,8 @@ export async function createPostgresStore(options: PostgresStoreOptions): Promis
     throw toStoreError(err);
   }
   const timeoutMs = options.hotPathTimeoutMs ?? 5000;
-  const changes = new ChangeNotifier(sql);
+  const changes = new ChangeNotifier(sql, signals);
+  const queuePool = openQueuePool(options.url);
   const { members, agents, skills, triggers, webhookSources, events, runs } = schema;
   const memberRepo = tenantRepo<typeof members, rows.MemberRow, rows.MemberInsert>(sql, db, members, timeoutMs);
   const memberBySubject = `${memberRepo.reader.select}
@@ -59,7 +61,7 @@ export async function createPostgresStore(options: PostgresStoreOptions): Promis
   ]);
   const pingTimeoutMs = options.pingTimeoutMs ?? 2000;
 
-  return {
+  return signalled({
     tenants: tenantStore(sql, db, timeoutMs),
     members: {
       ...memberRepo.repo,
@@ -94,9 +96,9 @@ export async function createPostgresStore(options: PostgresStoreOptions): Promis
       queuedCount: (tenantId) => pg(() => queuedCount(sql, tenantId)),
       queueStats: () => pg(() => queueStats(sql)),
     },
-    webhooks: notifyingWebhooks(createPgWebhookStore(sql, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }, timeoutMs), changes),
-    queue: createPgRunQueue(sql, signals, changes),
-    schedules: notifyingSchedules(createPgScheduleStore(sql), changes),
+    webhooks: createPgWebhookStore(sql, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }, timeoutMs),
+    queue: createPgRunQueue(queuePool.sql),
+    schedules: createPgScheduleStore(sql),
     signals,
     rateLimits: createPgRateLimits(sql),
     retention: createPgRetention(sql),
@@ -118,33 +120,7 @@ export async function createPostgresStore(options: PostgresStoreOptions): Promis
     },
     close: async () => {
       await changes.flush();
-      await sql.end({ timeout: 5 });
+      await Promise.all([sql.end({ timeout: 5 }), queuePool.sql.end({ timeout: 5 })]);
     },
-  };
-}
-
-// Streams on every replica learn of ingested events and runs, and of fired
-// schedule slots, after the commit.
-function notifyingWebhooks(webhooks: WebhookStore, changes: ChangeNotifier): WebhookStore {
-  return {
-    ...webhooks,
-    ingest: (item, windowMs) =>
-      webhooks.ingest(item, windowMs).then((result) => {
-        if (result.duplicate) return result;
-        changes.eventsAdded(item.event.tenantId);
-        if (item.runs.length) changes.runsChanged(item.event.tenantId);
-        return result;
-      }),
-  };
-}
-
-function notifyingSchedules(schedules: ScheduleStore, changes: ChangeNotifier): ScheduleStore {
-  return {
-    ...schedules,
-    fireSlot: (triggerId, slotTime, run, maxQueued) =>
-      schedules.fireSlot(triggerId, slotTime, run, maxQueued).then((outcome) => {
-        if (outcome === "fired") changes.runsChanged(run.tenantId);
-        return outcome;
-      }),
-  };
+  }, changes);
 }

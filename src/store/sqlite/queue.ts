@@ -46,10 +46,12 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
   // fell behind: not claimable by the same owner. Any other expired run of
   // its own (its outcome was never recorded) is, like a dead worker's. They
   // go first: they started long ago, and taking one over changes no count of
-  // running runs.
+  // running runs. runs_leases is named: without statistics SQLite walks the
+  // primary key for "order by id limit" and reads every run to find the
+  // running ones (1,250 pages per claim at 50,000 queued).
   const expired = raw
     .prepare<{ now: number; limit: number; owner: string; executing: string }, string>(
-      `select id from runs where status = 'running' and lease_expire_time <= @now
+      `select id from runs indexed by runs_leases where status = 'running' and lease_expire_time <= @now
          and (lease_owner is not @owner or id not in (select value from json_each(@executing)))
        order by id limit @limit`,
     )

@@ -16,8 +16,8 @@ export interface SqliteSignalOptions {
   now?: () => number;
 }
 
-// The store's signals on SQLite. This process's writes are signalled by the
-// store as it makes them. Other processes' commits are seen by polling
+// The store's signals on SQLite. This process's writes are signalled to it
+// as they commit (../signalled.ts). Other processes' commits are seen by polling
 // PRAGMA data_version, which changes on this connection only when another
 // connection committed (one cheap read); then change_versions, bumped by
 // triggers (migration 0005_change_signals), tells which tables changed and

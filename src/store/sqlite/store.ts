@@ -17,7 +17,8 @@ import * as schema from "./schema.js";
 import { migrateSqlite, openSqlite, type Db, type SqliteOptions } from "./open.js";
 import { SqliteSignals, type SqliteSignalOptions } from "./signals.js";
 import { listQuery, type ExtraCondition } from "../list-query.js";
-import type { CachedTable, EventQuery, RunQuery, RunQueue, ScheduleStore, Store, TenantRepo, WebhookStore } from "../store.js";
+import { signalled } from "../signalled.js";
+import type { EventQuery, RunQuery, Store, TenantRepo } from "../store.js";
 
 interface TenantScopedTable extends SQLiteTable {
   id: SQLiteColumn;
@@ -139,106 +140,6 @@ export interface SqliteStoreOptions extends SqliteOptions {
   signals?: SqliteSignalOptions;
 }
 
-// This process's writes, signalled as they commit; other processes' are seen
-// by SqliteSignals. Writes of a cached table whose patch touches only `quiet`
-// columns (diagnostics no cache holds) are not signalled.
-function signalled<Row, Insert>(
-  repo: TenantRepo<Row, Insert>,
-  table: CachedTable,
-  signals: SqliteSignals,
-  quiet: readonly (keyof Insert)[] = [],
-): TenantRepo<Row, Insert> {
-  const changed = <T>(result: T): T => {
-    signals.changed(table);
-    return result;
-  };
-  return {
-    ...repo,
-    insert: (row) => repo.insert(row).then(changed),
-    insertWithin: (row, limit) => repo.insertWithin(row, limit).then((r) => (r === undefined ? r : changed(r))),
-    update: (tenantId, id, patch) =>
-      repo
-        .update(tenantId, id, patch)
-        .then((r) => (r === undefined || (Object.keys(patch) as (keyof Insert)[]).every((k) => quiet.includes(k)) ? r : changed(r))),
-    delete: (tenantId, id) => repo.delete(tenantId, id).then((deleted) => (deleted ? changed(deleted) : deleted)),
-  };
-}
-
-// Run writes that do not name the tenant (a worker's step records and
-// finishes, releases) wake every tenant's streams.
-function signalledQueue(queue: RunQueue, signals: SqliteSignals): RunQueue {
-  return {
-    ...queue,
-    claim: (...args) =>
-      queue.claim(...args).then((rows) => {
-        for (const tenantId of new Set(rows.map((r) => r.tenantId))) signals.runsChanged(tenantId);
-        return rows;
-      }),
-    recordSteps: (owner, id, steps, now) =>
-      queue.recordSteps(owner, id, steps, now).then((held) => {
-        if (held) signals.runsChanged(undefined);
-        return held;
-      }),
-    finish: (owner, id, outcome, now) =>
-      queue.finish(owner, id, outcome, now).then((held) => {
-        if (held) signals.runsChanged(undefined);
-        return held;
-      }),
-    insertMany: (rows, maxQueued) =>
-      queue.insertMany(rows, maxQueued).then((ok) => {
-        if (ok && rows.length) {
-          signals.runsQueued();
-          signals.runsChanged(rows[0]!.tenantId);
-        }
-        return ok;
-      }),
-    release: (owner, ids, now) =>
-      queue.release(owner, ids, now).then(() => {
-        if (!ids.length) return;
-        signals.runsQueued();
-        signals.runsChanged(undefined);
-      }),
-    cancel: (tenantId, id, now) =>
-      queue.cancel(tenantId, id, now).then((row) => {
-        if (row) {
-          signals.runCancelled(row.id);
-          signals.runsChanged(tenantId);
-        }
-        return row;
-      }),
-  };
-}
-
-function signalledWebhooks(webhooks: WebhookStore, signals: SqliteSignals): WebhookStore {
-  return {
-    ...webhooks,
-    ingest: (item, windowMs) =>
-      webhooks.ingest(item, windowMs).then((result) => {
-        if (result.duplicate) return result;
-        signals.eventsAdded(item.event.tenantId);
-        if (item.runs.length) {
-          signals.runsQueued();
-          signals.runsChanged(item.event.tenantId);
-        }
-        return result;
-      }),
-  };
-}
-
-function signalledSchedules(schedules: ScheduleStore, signals: SqliteSignals): ScheduleStore {
-  return {
-    ...schedules,
-    fireSlot: (triggerId, slotTime, run, maxQueued) =>
-      schedules.fireSlot(triggerId, slotTime, run, maxQueued).then((outcome) => {
-        if (outcome === "fired") {
-          signals.runsQueued();
-          signals.runsChanged(run.tenantId);
-        }
-        return outcome;
-      }),
-  };
-}
-
 export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db } {
   const { db, raw } = openSqlite(options);
   if (options.migrate !== false) migrateSqlite(db, raw);
@@ -290,8 +191,10 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
   // an in-memory database is one connection's alone.
   const limits = options.path === ":memory:" ? raw : openSqlite({ path: options.path, synchronous: "NORMAL" }).raw;
 
-  return {
-    db,
+  // This process's writes are signalled to it as they commit; other
+  // processes' are seen by SqliteSignals.
+  const store = signalled(
+    {
     tenants: {
       insert: (row) => run(() => db.insert(tenants).values(row).returning().get()),
       get: (idOrSlug) =>
@@ -317,20 +220,10 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
       change: createSqliteMemberChange(raw),
       memberships: createSqliteMemberships(raw),
     },
-    agents: signalled(tenantRepo<typeof agents, rows.AgentRow, typeof agents.$inferInsert>(db, raw, agents).repo, "agents", signals),
+    agents: tenantRepo<typeof agents, rows.AgentRow, typeof agents.$inferInsert>(db, raw, agents).repo,
     skills: tenantRepo<typeof skills, rows.SkillRow, typeof skills.$inferInsert>(db, raw, skills).repo,
-    triggers: signalled(
-      tenantRepo<typeof triggers, rows.TriggerRow, typeof triggers.$inferInsert>(db, raw, triggers).repo,
-      "triggers",
-      signals,
-      // Written by matching when a filter fails; no cache holds them.
-      ["filterError", "filterErrorTime"],
-    ),
-    webhookSources: signalled(
-      tenantRepo<typeof webhookSources, rows.WebhookSourceRow, typeof webhookSources.$inferInsert>(db, raw, webhookSources).repo,
-      "webhook_sources",
-      signals,
-    ),
+    triggers: tenantRepo<typeof triggers, rows.TriggerRow, typeof triggers.$inferInsert>(db, raw, triggers).repo,
+    webhookSources: tenantRepo<typeof webhookSources, rows.WebhookSourceRow, typeof webhookSources.$inferInsert>(db, raw, webhookSources).repo,
     events: tenantRepo<typeof events, rows.EventRow, typeof events.$inferInsert>(db, raw, events, [
       { key: "receivedAfter" satisfies keyof EventQuery, column: events.receiveTime, op: ">=" },
       { key: "receivedBefore" satisfies keyof EventQuery, column: events.receiveTime, op: "<" },
@@ -342,9 +235,9 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
       queuedCount: (tenantId) => run(() => queuedCount().get(tenantId)!),
       queueStats: () => run(() => queueStats()()),
     },
-    webhooks: signalledWebhooks(createSqliteWebhookStore(raw, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }), signals),
-    queue: signalledQueue(createSqliteRunQueue(raw), signals),
-    schedules: signalledSchedules(createSqliteScheduleStore(raw), signals),
+    webhooks: createSqliteWebhookStore(raw, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }),
+    queue: createSqliteRunQueue(raw),
+    schedules: createSqliteScheduleStore(raw),
     signals,
     rateLimits: createSqliteRateLimits(limits),
     retention: createSqliteRetention(raw),
@@ -356,5 +249,8 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
         if (limits !== raw) limits.close();
         raw.close();
       }),
-  };
+    },
+    signals,
+  );
+  return { ...store, db };
 }

@@ -1,0 +1,171 @@
+// A claim's cost does not grow with the backlog, on either engine, whatever
+// the planner knows: on a fresh table that was never analyzed (autovacuum
+// off, so no statistics arrive meanwhile), claims are made past the point
+// where a driver's prepared statements switch to cached generic plans (the
+// 6th execution on PostgreSQL) with 1,000 runs queued, and again with 50,000
+// queued on the same connection. What a claim costs is counted, not timed:
+// PostgreSQL's buffer accesses to the tables and indexes (pg_statio, each
+// backend's counters flushed on demand), SQLite's page reads from the file
+// with its page cache at its minimum (so that every page a statement touches
+// is read again).
+import { readFileSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import postgres from "postgres";
+import type Database from "better-sqlite3";
+import { migratePostgres, openPostgres, openQueuePool } from "../src/store/postgres/open.js";
+import { createPgRunQueue } from "../src/store/postgres/queue.js";
+import { createSqliteStore } from "../src/store/sqlite/store.js";
+import type { RunQueue } from "../src/store/store.js";
+import { createTestDatabase } from "./support/postgres.js";
+
+const TENANTS = 10;
+const CLAIM = 8;
+// Claims per backlog; the first WARM_UP of each are not counted.
+const CLAIMS = 12;
+const WARM_UP = 6;
+
+interface Engine {
+  queue: RunQueue;
+  // Queues `perTenant` more runs for each of TENANTS tenants.
+  seed(perTenant: number): Promise<void>;
+  // Ends the running runs (the claims' own), so each backlog starts with none.
+  endRunning(): Promise<void>;
+  // Pages (buffers) read by the claims so far, as a running count.
+  cost(): Promise<number>;
+  close(): Promise<void>;
+}
+
+// The seeding statements in either dialect: a series of integers named
+// `name`, and an integer zero-padded into an id.
+interface Dialect {
+  series(n: number, name: string): string;
+  pad(expr: string, width: number): string;
+  true: string;
+}
+const PG: Dialect = { series: (n, name) => `generate_series(1, ${n}) ${name}`, pad: (e, w) => `lpad((${e})::text, ${w}, '0')`, true: "true" };
+const SQLITE: Dialect = {
+  series: (n, name) => `(with recursive s(v) as (select 1 union all select v + 1 from s where v < ${n}) select v as ${name} from s)`,
+  pad: (e, w) => `printf('%0${w}d', ${e})`,
+  true: "1",
+};
+const seedRuns = (d: Dialect, first: number, perTenant: number, now: number) => `
+  insert into runs (id, tenant_id, agent_id, status, attempt, steps, error, create_time, update_time)
+  select 'run-' || ${d.pad("t", 3)} || '-' || ${d.pad(`${first} + i`, 8)}, 'ten-' || t, 'agt-' || t, 'queued', 0, '[]', '', ${now}, ${now}
+  from ${d.series(TENANTS, "t")}, ${d.series(perTenant, "i")}`;
+const seedTenants = (d: Dialect, now: number) => `
+  insert into tenants (id, slug, create_time, update_time) select 'ten-' || t, 'ten-' || t, ${now}, ${now} from ${d.series(TENANTS, "t")}`;
+const seedAgents = (d: Dialect, now: number) => `
+  insert into agents (id, tenant_id, name, spec, max_steps, timeout_ms, enabled, create_time, update_time)
+  select 'agt-' || t, 'ten-' || t, 'agt-' || t, '{"skillIds":[],"allowedTools":{},"steps":[]}', 16, 120000, ${d.true}, ${now}, ${now}
+  from ${d.series(TENANTS, "t")}`;
+const END_RUNNING = "update runs set status = 'succeeded', lease_owner = null, lease_expire_time = null where status = 'running'";
+
+async function postgresEngine(): Promise<Engine> {
+  const database = await createTestDatabase();
+  const migrating = openPostgres({ url: database.url, poolSize: 2 });
+  await migratePostgres(migrating);
+  await migrating.sql.end();
+  // The queue's pool as the store opens it, of one connection: its counters
+  // are the claims' alone.
+  const opened = openQueuePool(database.url, 1);
+  // Setup and reading on a connection of its own, whose counters are flushed
+  // after each of its statements, before any claim is counted.
+  const setup = postgres(database.url, { max: 1, onnotice: () => {} });
+  const flushed = async (statement: string) => {
+    await setup.unsafe(statement);
+    await setup`select pg_stat_force_next_flush()`;
+  };
+  const now = Date.now();
+  await flushed("alter table runs set (autovacuum_enabled = off)");
+  await flushed(seedTenants(PG, now));
+  await flushed(seedAgents(PG, now));
+  let seeded = 0;
+  return {
+    queue: createPgRunQueue(opened.sql),
+    async seed(perTenant) {
+      await flushed(seedRuns(PG, seeded, perTenant, Date.now()));
+      seeded += perTenant;
+    },
+    endRunning: () => flushed(END_RUNNING),
+    async cost() {
+      // The claims' connection publishes its counters when it next goes idle.
+      await opened.sql`select pg_stat_force_next_flush()`;
+      const [row] = await setup<{ n: number }[]>`
+        select sum(heap_blks_hit + heap_blks_read + coalesce(idx_blks_hit, 0) + coalesce(idx_blks_read, 0))::int as n
+        from pg_statio_user_tables`;
+      return row!.n;
+    },
+    async close() {
+      await opened.sql.end({ timeout: 5 });
+      await setup.end({ timeout: 5 });
+      await database.drop();
+    },
+  };
+}
+
+// Bytes this process read through read(2)/pread(2): SQLite reads each page
+// that is not in its page cache from the file so.
+const bytesRead = () => Number(/^rchar: (\d+)$/m.exec(readFileSync("/proc/self/io", "utf8"))![1]);
+
+async function sqliteEngine(): Promise<Engine> {
+  const dir = mkdtempSync(join(tmpdir(), "agentplane-claim-cost-"));
+  const store = createSqliteStore({ path: join(dir, "agentplane.db") });
+  const raw = (store.db as unknown as { $client: Database.Database }).$client;
+  // SQLite keeps at least a few pages whatever this says.
+  raw.pragma("cache_size = 0");
+  const now = Date.now();
+  raw.exec(seedTenants(SQLITE, now));
+  raw.exec(seedAgents(SQLITE, now));
+  let seeded = 0;
+  return {
+    queue: store.queue,
+    async seed(perTenant) {
+      raw.exec(seedRuns(SQLITE, seeded, perTenant, Date.now()));
+      seeded += perTenant;
+    },
+    endRunning: async () => void raw.exec(END_RUNNING),
+    cost: async () => bytesRead() / 4096,
+    async close() {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+// Pages per claimed run over the counted claims of a backlog.
+async function costPerRun(e: Engine): Promise<number> {
+  let pages = 0;
+  let claimed = 0;
+  for (let i = 0; i < CLAIMS; i++) {
+    const before = await e.cost();
+    const runs = await e.queue.claim("worker", CLAIM, 60_000, 3, Date.now(), []);
+    const after = await e.cost();
+    expect(runs).toHaveLength(CLAIM);
+    if (i < WARM_UP) continue;
+    pages += after - before;
+    claimed += runs.length;
+  }
+  return pages / claimed;
+}
+
+describe.each([
+  ["SQLite", sqliteEngine],
+  ["PostgreSQL", postgresEngine],
+])("claim cost on %s", (_name, open) => {
+  let e: Engine;
+  beforeAll(async () => {
+    e = await open();
+  });
+  afterAll(() => e.close());
+
+  it("stays the same per claimed run with 50,000 runs queued as with 1,000, on a never-analyzed table and cached plans", async () => {
+    await e.seed(100);
+    const small = await costPerRun(e);
+    await e.endRunning();
+    await e.seed(4_900);
+    const large = await costPerRun(e);
+    expect(small).toBeGreaterThan(0);
+    expect(large).toBeLessThanOrEqual(2 * small);
+  });
+});

@@ -1,0 +1,137 @@
+// The worker's claim pipeline (issue 20): a claim starts as soon as a slot
+// frees, not when the batch ends; it asks for the free slots plus a prefetch
+// of the runs that ended while the previous claim was in flight; prefetched
+// runs start on the next free slot without a claim; runs that outlive a claim
+// prefetch nothing. Driven by a queue whose claims answer when the test says,
+// and an executor whose runs end when the test says: no timing.
+import pino from "pino";
+import type { Executor, ExecutionResult } from "../src/runtime/executor.js";
+import { Worker } from "../src/runtime/worker.js";
+import type { RunRow } from "../src/store/rows.js";
+import type { RunQueue } from "../src/store/store.js";
+
+interface Deferred<T> {
+  promise: Promise<T>;
+  resolve(value: T): void;
+}
+const deferred = <T>(): Deferred<T> => {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+};
+
+let next = 0;
+const run = (): RunRow => ({
+  id: `run-${String(++next).padStart(4, "0")}`,
+  tenantId: "ten",
+  agentId: "agt",
+  triggerId: null,
+  eventId: null,
+  input: null,
+  status: "running",
+  attempt: 1,
+  steps: [],
+  output: null,
+  error: "",
+  startTime: 0,
+  endTime: null,
+  leaseOwner: "w",
+  leaseExpireTime: 60_000,
+  traceParent: null,
+  createTime: 0,
+  updateTime: 0,
+});
+
+// Lets pending promise callbacks and setImmediate turns run.
+const settle = async () => {
+  for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+};
+
+function harness(concurrency: number) {
+  const claims: { want: number; answer: Deferred<RunRow[]> }[] = [];
+  const running = new Map<string, Deferred<ExecutionResult>>();
+  const queue: RunQueue = {
+    claim: (_owner, limit) => {
+      const answer = deferred<RunRow[]>();
+      claims.push({ want: limit, answer });
+      return answer.promise;
+    },
+    heartbeat: async (_owner, ids) => new Set(ids),
+    recordSteps: async () => true,
+    finish: async () => true,
+    release: async () => {},
+    cancel: async () => undefined,
+    nextLeaseExpiry: async () => undefined,
+    insertMany: async () => true,
+  };
+  const executor: Executor = {
+    execute: (r, ctx) => {
+      const end = deferred<ExecutionResult>();
+      running.set(r.id, end);
+      ctx.signal.addEventListener("abort", () => end.resolve({ status: "failed", error: "aborted" }));
+      return end.promise;
+    },
+  };
+  const worker = new Worker({ queue, executor, log: pino({ level: "silent" }), concurrency, leaseMs: 60_000, maxAttempts: 3, idlePollMs: 3_600_000 });
+  const end = async (id: string) => {
+    running.get(id)!.resolve({ status: "succeeded", output: null });
+    running.delete(id);
+    await settle();
+  };
+  return { worker, claims, running, end };
+}
+
+describe("worker claim pipeline", () => {
+  it("claims when a slot frees, adds what ended during the last claim, and starts prefetched runs without a claim", async () => {
+    const { worker, claims, running, end } = harness(4);
+    worker.start();
+    await settle();
+    expect(claims.map((c) => c.want)).toEqual([4]);
+    const first = [run(), run(), run(), run()];
+    claims[0]!.answer.resolve(first);
+    await settle();
+    expect(running.size).toBe(4);
+
+    // One run ends: a claim for its slot starts while the other three run.
+    await end(first[0]!.id);
+    expect(claims.map((c) => c.want)).toEqual([4, 1]);
+    // Two more end while that claim is in flight: they are its prefetch.
+    await end(first[1]!.id);
+    await end(first[2]!.id);
+    expect(claims).toHaveLength(2);
+    claims[1]!.answer.resolve([run()]);
+    await settle();
+    // 3 slots free + 2 prefetched, less the one just taken.
+    expect(claims.map((c) => c.want)).toEqual([4, 1, 4]);
+    const batch = [run(), run(), run(), run()];
+    claims[2]!.answer.resolve(batch);
+    await settle();
+    expect(running.size).toBe(4);
+    expect(worker.active).toBe(4);
+
+    // Two wait, leased, for a slot; when one frees, the first starts at
+    // once, before any claim answers.
+    expect(claims).toHaveLength(3);
+    expect(running.has(batch[2]!.id)).toBe(false);
+    await end(first[3]!.id);
+    expect(running.has(batch[2]!.id)).toBe(true);
+    expect(running.has(batch[3]!.id)).toBe(false);
+    await worker.stop(0);
+  });
+
+  it("prefetches nothing for runs that outlive a claim", async () => {
+    const { worker, claims, end } = harness(2);
+    worker.start();
+    await settle();
+    const first = [run(), run()];
+    claims[0]!.answer.resolve(first);
+    await settle();
+    await end(first[0]!.id);
+    // Nothing else ended while this claim was in flight.
+    claims[1]!.answer.resolve([run()]);
+    await settle();
+    await end(first[1]!.id);
+    expect(claims.map((c) => c.want)).toEqual([2, 1, 1]);
+    await worker.stop(0);
+  });
+});
