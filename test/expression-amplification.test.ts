@@ -11,64 +11,19 @@ import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { AMPLIFIED, AMPLIFYING_FILTER, CONSTANT } from "../bench/lib/amplifying.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
-import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
-import { PLACEHOLDER_MODEL } from "./support/agents.js";
+import { startServer, type TestServer } from "./support/server.js";
+import { tenantWebhooks } from "./support/tenant-webhooks.js";
 
 type Json = Record<string, unknown>;
 
 let issuer: DevIssuer;
 let admin: string;
 let server: TestServer;
-
-async function must(method: string, body: unknown, tenant: string): Promise<Json> {
-  const res = await connectCall(server, method, body, bearer(admin, tenant));
-  if (res.status !== 200) throw new Error(`${method}: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
-}
-
-async function post(token: string, body: unknown): Promise<{ status: number; body: Json; ms: number }> {
-  const started = Date.now();
-  const res = await fetch(`${server.url}/webhooks/events`, {
-    method: "POST",
-    headers: { "content-type": "application/json", "x-webhook-token": token },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as Json, ms: Date.now() - started };
-}
-
-// Polls /healthz every 20 ms while `work` runs (each answer must be 200: the
-// process is there); returns how many answers came.
-async function healthzAround<T>(work: () => Promise<T>): Promise<{ result: T; answers: number }> {
-  let answers = 0;
-  let done = false;
-  const poll = (async () => {
-    while (!done) {
-      const res = await fetch(`${server.url}/healthz`);
-      await res.arrayBuffer();
-      expect(res.status).toBe(200);
-      answers++;
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  })();
-  try {
-    return { result: await work(), answers };
-  } finally {
-    done = true;
-    await poll;
-  }
-}
-
-async function tenantWithSource(slug: string, mapping?: string): Promise<{ token: string; agentId: string }> {
-  await server.seedTenant(slug, [{ subject: issuer.clientId, role: "admin" }]);
-  const { token } = await must("CreateWebhookSource", { webhookSource: { name: "in", mapping } }, slug);
-  const agent = (await must("CreateAgent", { agent: { name: "a", model: PLACEHOLDER_MODEL } }, slug)).agent as Json;
-  return { token: token as string, agentId: agent.id as string };
-}
-
-async function trigger(slug: string, agentId: string, pattern: string, filter?: string): Promise<string> {
-  const body = await must("CreateTrigger", { trigger: { agentId, webhook: { eventTypePattern: pattern, filter } } }, slug);
-  return (body.trigger as Json).id as string;
-}
+const { must, post, healthzAround, tenantWithSource, trigger, runToEnd } = tenantWebhooks(
+  () => server,
+  () => issuer,
+  () => admin,
+);
 
 beforeAll(async () => {
   issuer = await devIssuer();
@@ -129,26 +84,13 @@ describe("plan step arguments", () => {
   ])("fail the run on %s with expression_limit, on its first attempt, and it is not claimed again", async (_name, args, input) => {
     const agent = (await must("CreateAgent", { agent: { name: "p", skillIds: [skillId], timeout: "60s", steps: [{ skillId, tool: "echo", arguments: args }] } }, "plans")).agent as Json;
     const calls = mcp.toolCalls().length;
-    const { result: run, answers } = await healthzAround(async () => {
-      const queued = (await must("RunAgent", { id: agent.id, input }, "plans")).run as Json;
-      for (;;) {
-        const run = (await must("GetRun", { id: queued.id }, "plans")).run as Json;
-        if (!["RUN_STATUS_QUEUED", "RUN_STATUS_RUNNING"].includes(run.status as string)) return run;
-        await new Promise((r) => setTimeout(r, 25));
-      }
-    });
+    const { result: run, answers } = await healthzAround(() => runToEnd(agent.id, input, "plans", 60_000));
     expect(run).toMatchObject({ status: "RUN_STATUS_FAILED", attempt: 1, error: expect.stringContaining("steps[0].arguments: expression_limit: ") });
     expect(answers).toBeGreaterThan(0);
     expect(mcp.toolCalls().length).toBe(calls);
     // The runtime thread that evaluated it is alive: the next run of the same tenant succeeds.
     const ok = (await must("CreateAgent", { agent: { name: "q", skillIds: [skillId], steps: [{ skillId, tool: "echo", arguments: '{"text": "hi"}' }] } }, "plans")).agent as Json;
-    const next = (await must("RunAgent", { id: ok.id, input: {} }, "plans")).run as Json;
-    for (;;) {
-      const r = (await must("GetRun", { id: next.id }, "plans")).run as Json;
-      if (r.status === "RUN_STATUS_SUCCEEDED") break;
-      expect(["RUN_STATUS_QUEUED", "RUN_STATUS_RUNNING"]).toContain(r.status);
-      await new Promise((res) => setTimeout(res, 25));
-    }
+    expect(await runToEnd(ok.id, {}, "plans", 60_000)).toMatchObject({ status: "RUN_STATUS_SUCCEEDED" });
     // Failed is final: still one attempt, never queued again.
     expect((await must("GetRun", { id: run.id }, "plans")).run).toMatchObject({ status: "RUN_STATUS_FAILED", attempt: 1 });
   });
