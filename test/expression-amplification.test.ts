@@ -7,36 +7,19 @@
 // Budgets are generous here so that the limit, not the clock, decides on a
 // loaded machine; what other tenants see in time is bench/isolation's
 // (its amplification phase), here what they see in answers.
-import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { AMPLIFIED, AMPLIFYING_FILTER, CONSTANT } from "../bench/lib/amplifying.js";
-import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
-import { devIssuer, devToken } from "./support/dev-auth.js";
-import { startServer, type TestServer } from "./support/server.js";
-import { tenantWebhooks } from "./support/tenant-webhooks.js";
+import type { CustomerMcp } from "./support/customer-mcp.js";
+import { startTenantServer, tenantWebhooks, type TenantServer } from "./support/tenant-webhooks.js";
 
 type Json = Record<string, unknown>;
 
-let issuer: DevIssuer;
-let admin: string;
-let server: TestServer;
-const { must, post, healthzAround, tenantWithSource, trigger, runToEnd } = tenantWebhooks(
-  () => server,
-  () => issuer,
-  () => admin,
-);
+let ctx: TenantServer;
+const { must, post, healthzAround, tenantWithSource, tenantWithSkill, trigger, runToEnd } = tenantWebhooks(() => ctx);
 
 beforeAll(async () => {
-  issuer = await devIssuer();
-  admin = await devToken(issuer);
-  server = await startServer({
-    authenticator: issuer.authenticator(60),
-    webhook: { maxBytes: 1024 * 1024, ratePerSecond: 10_000, burst: 10_000 },
-    outboundAllow: ["127.0.0.0/8"],
-    runtime: { executor: "agents", concurrency: 4 },
-    expressions: { filter: { budgetMs: 5_000 }, stepBudgetMs: 10_000 },
-  });
+  ctx = await startTenantServer({ filter: { budgetMs: 5_000 }, stepBudgetMs: 10_000 });
 });
-afterAll(() => server.close());
+afterAll(() => ctx.server.close());
 
 it("a trigger filter does not match, and another tenant's webhooks and /healthz are unaffected", async () => {
   const noisy = await tenantWithSource("noisy");
@@ -72,9 +55,7 @@ describe("plan step arguments", () => {
   let skillId: string;
 
   beforeAll(async () => {
-    await server.seedTenant("plans", [{ subject: issuer.clientId, role: "admin" }]);
-    mcp = await startOpenMcp();
-    skillId = ((await must("CreateSkill", { skill: { name: "tools", mcpUrl: mcp.url } }, "plans")).skill as Json).id as string;
+    ({ mcp, skillId } = await tenantWithSkill("plans"));
   });
   afterAll(() => mcp.close());
 

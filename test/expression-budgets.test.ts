@@ -3,11 +3,9 @@
 // an endless, huge or backtracking expression costs its own tenant a bounded
 // amount and never stalls the process: /healthz answers, other tenants'
 // webhooks are acknowledged, and the failure is visible where operators look.
-import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
-import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
-import { devIssuer, devToken } from "./support/dev-auth.js";
-import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
-import { tenantWebhooks } from "./support/tenant-webhooks.js";
+import type { CustomerMcp } from "./support/customer-mcp.js";
+import { bearer, connectCall } from "./support/server.js";
+import { startTenantServer, tenantWebhooks, type TenantServer } from "./support/tenant-webhooks.js";
 
 type Json = Record<string, unknown>;
 
@@ -23,27 +21,13 @@ const HOSTILE_FILTERS: Record<string, string> = {
 };
 const HOSTILE_PAYLOAD = { subject: "a".repeat(32) + "!", items: Array.from({ length: 20_000 }, (_, i) => ({ i })) };
 
-let issuer: DevIssuer;
-let admin: string;
-let server: TestServer;
-const { must, post, healthzAround, tenantWithSource, trigger, runToEnd } = tenantWebhooks(
-  () => server,
-  () => issuer,
-  () => admin,
-);
+let ctx: TenantServer;
+const { must, post, healthzAround, tenantWithSource, tenantWithSkill, trigger, runToEnd } = tenantWebhooks(() => ctx);
 
 beforeAll(async () => {
-  issuer = await devIssuer();
-  admin = await devToken(issuer);
-  server = await startServer({
-    authenticator: issuer.authenticator(60),
-    webhook: { maxBytes: 1024 * 1024, ratePerSecond: 10_000, burst: 10_000 },
-    outboundAllow: ["127.0.0.0/8"],
-    runtime: { executor: "agents", concurrency: 4 },
-    expressions: { filter: { budgetMs: 50 }, stepBudgetMs: 300 },
-  });
+  ctx = await startTenantServer({ filter: { budgetMs: 50 }, stepBudgetMs: 300 });
 });
-afterAll(() => server.close());
+afterAll(() => ctx.server.close());
 
 describe("trigger filters under a budget", () => {
   let evil: { token: string; agentId: string };
@@ -80,7 +64,7 @@ describe("trigger filters under a budget", () => {
     expect(res.ms).toBeLessThan(50);
     const saved = (await must("GetTrigger", { id }, "evil")).trigger as Json;
     expect(saved.filterError).toMatch(/not evaluated for 60 s/);
-    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    const metrics = await (await fetch(`${ctx.server.url}/metrics`)).text();
     expect(metrics).toMatch(/agentplane_expression_overruns_total\{use="filter",reason="timeout"\} [1-9]/);
     expect(metrics).toMatch(/agentplane_trigger_filter_failures_total\{reason="suspended"\} [1-9]/);
     // Editing the trigger clears the record and the suspension.
@@ -105,10 +89,10 @@ describe("trigger filters under a budget", () => {
 
   it("refuses, when saved, a regular expression the linear-time engine cannot run", async () => {
     const res = await connectCall(
-      server,
+      ctx.server,
       "CreateTrigger",
       { trigger: { agentId: evil.agentId, webhook: { eventTypePattern: "x.y", filter: "$contains(payload.s, /(a)\\1/)" } } },
-      bearer(admin, "evil"),
+      bearer(ctx.admin, "evil"),
     );
     expect(res.status).toBe(400);
     expect(res.body).toMatchObject({ code: "invalid_argument", message: expect.stringMatching(/^trigger\.webhook\.filter: regular expression .* not supported/) });
@@ -120,9 +104,7 @@ describe("plan step arguments under a budget", () => {
   let skillId: string;
 
   beforeAll(async () => {
-    await server.seedTenant("plans", [{ subject: issuer.clientId, role: "admin" }]);
-    mcp = await startOpenMcp();
-    skillId = ((await must("CreateSkill", { skill: { name: "tools", mcpUrl: mcp.url } }, "plans")).skill as Json).id as string;
+    ({ mcp, skillId } = await tenantWithSkill("plans"));
   });
   afterAll(() => mcp.close());
 

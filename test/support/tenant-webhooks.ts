@@ -3,7 +3,9 @@
 // issuer's admin, webhooks posted with their time, /healthz polled around work.
 import type { DevIssuer } from "../../src/integrations/identity/dev-issuer.js";
 import { PLACEHOLDER_MODEL } from "./agents.js";
-import { bearer, connectCall, type TestServer } from "./server.js";
+import { startOpenMcp, type CustomerMcp } from "./customer-mcp.js";
+import { devIssuer, devToken } from "./dev-auth.js";
+import { bearer, connectCall, startServer, type TestServer, type TestServerOptions } from "./server.js";
 
 type Json = Record<string, unknown>;
 
@@ -13,7 +15,34 @@ export interface Posted {
   ms: number;
 }
 
-export function tenantWebhooks(server: () => TestServer, issuer: () => DevIssuer, admin: () => string) {
+export interface TenantServer {
+  issuer: DevIssuer;
+  // The dev issuer's client's token, admin of every tenant seeded here.
+  admin: string;
+  server: TestServer;
+}
+
+// A server that runs tenants' expressions under `expressions`' budgets and
+// agents' steps (4 at once, skills on loopback), with webhook rate limits
+// far above what a suite sends.
+export async function startTenantServer(expressions: TestServerOptions["expressions"]): Promise<TenantServer> {
+  const issuer = await devIssuer();
+  const admin = await devToken(issuer);
+  const server = await startServer({
+    authenticator: issuer.authenticator(60),
+    webhook: { maxBytes: 1024 * 1024, ratePerSecond: 10_000, burst: 10_000 },
+    outboundAllow: ["127.0.0.0/8"],
+    runtime: { executor: "agents", concurrency: 4 },
+    expressions,
+  });
+  return { issuer, admin, server };
+}
+
+export function tenantWebhooks(ctx: () => TenantServer) {
+  const server = () => ctx().server;
+  const issuer = () => ctx().issuer;
+  const admin = () => ctx().admin;
+
   async function must(method: string, body: unknown, tenant: string): Promise<Json> {
     const res = await connectCall(server(), method, body, bearer(admin(), tenant));
     if (res.status !== 200) throw new Error(`${method}: ${res.status} ${JSON.stringify(res.body)}`);
@@ -67,6 +96,15 @@ export function tenantWebhooks(server: () => TestServer, issuer: () => DevIssuer
     return (body.trigger as Json).id as string;
   }
 
+  // Tenant `slug` with a skill "tools" on a customer MCP server of its own
+  // (closed by the caller).
+  async function tenantWithSkill(slug: string): Promise<{ mcp: CustomerMcp; skillId: string }> {
+    await server().seedTenant(slug, [{ subject: issuer().clientId, role: "admin" }]);
+    const mcp = await startOpenMcp();
+    const skillId = ((await must("CreateSkill", { skill: { name: "tools", mcpUrl: mcp.url } }, slug)).skill as Json).id as string;
+    return { mcp, skillId };
+  }
+
   // Runs the agent once with `input` and answers the run once it has ended.
   async function runToEnd(agentId: unknown, input: unknown, tenant: string, timeoutMs: number): Promise<Json> {
     const queued = (await must("RunAgent", { id: agentId, input }, tenant)).run as Json;
@@ -77,5 +115,5 @@ export function tenantWebhooks(server: () => TestServer, issuer: () => DevIssuer
     throw new Error(`run ${String(queued.id)} did not end within ${timeoutMs} ms`);
   }
 
-  return { must, post, healthzAround, tenantWithSource, trigger, runToEnd };
+  return { must, post, healthzAround, tenantWithSource, tenantWithSkill, trigger, runToEnd };
 }
