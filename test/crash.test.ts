@@ -248,9 +248,11 @@ describe("crash recovery (agentplane dev, SIGKILL)", () => {
       const first = new DevProcess(dataDir, port);
       const webhookToken = await setUp(first);
 
-      // 16 senders; after 300 ms and 300 accepted events, kill at a moment a
-      // run is leased (the senders keep going until the kill).
-      const sending = await killUntilLeased(first, webhookToken, { senders: 16, loaded: (accepted, ms) => ms >= 300 && accepted >= 300, killWithinMs: 3_000 });
+      // 16 senders; after 300 ms and 100 accepted events, kill at a moment a
+      // run is leased (the senders keep going until the kill, so 16 posts
+      // are in flight at it: more events before it only mean more runs to
+      // wait for after it).
+      const sending = await killUntilLeased(first, webhookToken, { senders: 16, loaded: (accepted, ms) => ms >= 300 && accepted >= 100, killWithinMs: 3_000 });
       const { leased, looks, loadMs } = sending;
       const acceptedAtKill = sending.accepted.size;
       expect(sending.unexpected).toEqual([]);
@@ -302,11 +304,12 @@ describe("crash recovery (agentplane dev, SIGKILL)", () => {
       const dev = new DevProcess(dataDir, port);
       const webhookToken = await setUp(dev);
 
-      // A few senders keep the one-at-a-time worker busy; kill it frozen
+      // A few senders keep the one-at-a-time worker busy (they post on until
+      // the kill, so runs stay queued behind the leased one); kill it frozen
       // while the database shows a run leased.
       const { leased, looks, tries, accepted, unexpected } = await killUntilLeased(dev, webhookToken, {
         senders: 4,
-        loaded: (n) => n >= 50,
+        loaded: (n) => n >= 10,
         killWithinMs: 10_000,
       });
       expect(unexpected).toEqual([]);

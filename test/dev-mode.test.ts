@@ -72,8 +72,16 @@ async function echoRun(base: string, token: string, skillId: string, tenant = "d
 }
 
 describe("agentplane dev", () => {
+  // One data dir through three processes, as `make run` is stopped and
+  // started again: each test takes over the process the one before left
+  // running (a dev start is seconds of this suite on a loaded machine).
+  const dir = dirs.make();
+  let dev: CliProcess;
+  beforeAll(async () => {
+    dev = await startDev(dir);
+  }, 60_000);
+
   it("calls an MCP server on 127.0.0.1 with no configuration, and says so in the banner", async () => {
-    const dev = await startDev(dirs.make());
     expect(bannerLine(dev, "outbound:")).toContain("127.0.0.0/8, ::1/128 allowed");
     const token = await devToken(dev);
     const created = await api(dev.url, token, "POST", "skills", { skill: { name: "local", mcpUrl: customer.url } });
@@ -83,22 +91,9 @@ describe("agentplane dev", () => {
     expect((skill.tools as Json[]).map((t) => t.name)).toContain("echo");
     const run = await echoRun(dev.url, token, skill.id as string);
     expect(run.status).toBe("RUN_STATUS_SUCCEEDED");
-    await dev.kill();
-  }, 60_000);
-
-  it("an explicit AGENTPLANE_OUTBOUND_ALLOW replaces the loopback default, and the refusal names the variable", async () => {
-    const dev = await startDev(dirs.make(), { AGENTPLANE_OUTBOUND_ALLOW: "10.0.0.0/8" });
-    expect(bannerLine(dev, "outbound:")).toContain("10.0.0.0/8 allowed");
-    const token = await devToken(dev);
-    const created = await api(dev.url, token, "POST", "skills", { skill: { name: "local", mcpUrl: customer.url } });
-    expect((created.body.skill as Json).toolsRefreshError).toContain("outbound_blocked");
-    expect((created.body.skill as Json).toolsRefreshError).toContain("AGENTPLANE_OUTBOUND_ALLOW");
-    await dev.kill();
   }, 60_000);
 
   it("prints a webhook curl for its `dev` source that works, and the same token after a restart (kept 0600)", async () => {
-    const dir = dirs.make();
-    let dev = await startDev(dir);
     const curl = bannerLine(dev, "curl -s -X POST");
     const [, url] = /POST (\S+)/.exec(curl)!;
     const [, webhookToken] = /X-Webhook-Token: (whk_[\w-]+)/.exec(curl)!;
@@ -118,12 +113,9 @@ describe("agentplane dev", () => {
     expect(bannerLine(dev, "curl -s -X POST")).toContain(webhookToken);
     const again = await fetch(`${dev.url}/webhooks/events`, { method: "POST", headers: { "content-type": "application/json", "x-webhook-token": webhookToken! }, body });
     expect(again.status).toBe(202);
-    await dev.kill();
   }, 90_000);
 
   it("replaces a token rotated elsewhere, so the banner never prints one that fails", async () => {
-    const dir = dirs.make();
-    let dev = await startDev(dir);
     const first = /X-Webhook-Token: (whk_[\w-]+)/.exec(bannerLine(dev, "curl -s -X POST"))![1]!;
     const token = await devToken(dev);
     const [source] = (await api(dev.url, token, "GET", "webhook-sources")).body.webhookSources as Json[];
@@ -144,6 +136,16 @@ describe("agentplane dev", () => {
     expect(sources).toHaveLength(1);
     await dev.kill();
   }, 90_000);
+
+  it("an explicit AGENTPLANE_OUTBOUND_ALLOW replaces the loopback default, and the refusal names the variable", async () => {
+    const dev = await startDev(dirs.make(), { AGENTPLANE_OUTBOUND_ALLOW: "10.0.0.0/8" });
+    expect(bannerLine(dev, "outbound:")).toContain("10.0.0.0/8 allowed");
+    const token = await devToken(dev);
+    const created = await api(dev.url, token, "POST", "skills", { skill: { name: "local", mcpUrl: customer.url } });
+    expect((created.body.skill as Json).toolsRefreshError).toContain("outbound_blocked");
+    expect((created.body.skill as Json).toolsRefreshError).toContain("AGENTPLANE_OUTBOUND_ALLOW");
+    await dev.kill();
+  }, 60_000);
 });
 
 describe("agentplane serve", () => {

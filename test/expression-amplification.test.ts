@@ -7,81 +7,19 @@
 // Budgets are generous here so that the limit, not the clock, decides on a
 // loaded machine; what other tenants see in time is bench/isolation's
 // (its amplification phase), here what they see in answers.
-import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { AMPLIFIED, AMPLIFYING_FILTER, CONSTANT } from "../bench/lib/amplifying.js";
-import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
-import { devIssuer, devToken } from "./support/dev-auth.js";
-import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
-import { PLACEHOLDER_MODEL } from "./support/agents.js";
+import type { CustomerMcp } from "./support/customer-mcp.js";
+import { startTenantServer, tenantWebhooks, type TenantServer } from "./support/tenant-webhooks.js";
 
 type Json = Record<string, unknown>;
 
-let issuer: DevIssuer;
-let admin: string;
-let server: TestServer;
-
-async function must(method: string, body: unknown, tenant: string): Promise<Json> {
-  const res = await connectCall(server, method, body, bearer(admin, tenant));
-  if (res.status !== 200) throw new Error(`${method}: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
-}
-
-async function post(token: string, body: unknown): Promise<{ status: number; body: Json; ms: number }> {
-  const started = Date.now();
-  const res = await fetch(`${server.url}/webhooks/events`, {
-    method: "POST",
-    headers: { "content-type": "application/json", "x-webhook-token": token },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as Json, ms: Date.now() - started };
-}
-
-// Polls /healthz every 20 ms while `work` runs (each answer must be 200: the
-// process is there); returns how many answers came.
-async function healthzAround<T>(work: () => Promise<T>): Promise<{ result: T; answers: number }> {
-  let answers = 0;
-  let done = false;
-  const poll = (async () => {
-    while (!done) {
-      const res = await fetch(`${server.url}/healthz`);
-      await res.arrayBuffer();
-      expect(res.status).toBe(200);
-      answers++;
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  })();
-  try {
-    return { result: await work(), answers };
-  } finally {
-    done = true;
-    await poll;
-  }
-}
-
-async function tenantWithSource(slug: string, mapping?: string): Promise<{ token: string; agentId: string }> {
-  await server.seedTenant(slug, [{ subject: issuer.clientId, role: "admin" }]);
-  const { token } = await must("CreateWebhookSource", { webhookSource: { name: "in", mapping } }, slug);
-  const agent = (await must("CreateAgent", { agent: { name: "a", model: PLACEHOLDER_MODEL } }, slug)).agent as Json;
-  return { token: token as string, agentId: agent.id as string };
-}
-
-async function trigger(slug: string, agentId: string, pattern: string, filter?: string): Promise<string> {
-  const body = await must("CreateTrigger", { trigger: { agentId, webhook: { eventTypePattern: pattern, filter } } }, slug);
-  return (body.trigger as Json).id as string;
-}
+let ctx: TenantServer;
+const { must, post, healthzAround, tenantWithSource, tenantWithSkill, trigger, runToEnd } = tenantWebhooks(() => ctx);
 
 beforeAll(async () => {
-  issuer = await devIssuer();
-  admin = await devToken(issuer);
-  server = await startServer({
-    authenticator: issuer.authenticator(60),
-    webhook: { maxBytes: 1024 * 1024, ratePerSecond: 10_000, burst: 10_000 },
-    outboundAllow: ["127.0.0.0/8"],
-    runtime: { executor: "agents", concurrency: 4 },
-    expressions: { filter: { budgetMs: 5_000 }, stepBudgetMs: 10_000 },
-  });
+  ctx = await startTenantServer({ filter: { budgetMs: 5_000 }, stepBudgetMs: 10_000 });
 });
-afterAll(() => server.close());
+afterAll(() => ctx.server.close());
 
 it("a trigger filter does not match, and another tenant's webhooks and /healthz are unaffected", async () => {
   const noisy = await tenantWithSource("noisy");
@@ -117,9 +55,7 @@ describe("plan step arguments", () => {
   let skillId: string;
 
   beforeAll(async () => {
-    await server.seedTenant("plans", [{ subject: issuer.clientId, role: "admin" }]);
-    mcp = await startOpenMcp();
-    skillId = ((await must("CreateSkill", { skill: { name: "tools", mcpUrl: mcp.url } }, "plans")).skill as Json).id as string;
+    ({ mcp, skillId } = await tenantWithSkill("plans"));
   });
   afterAll(() => mcp.close());
 
@@ -129,26 +65,13 @@ describe("plan step arguments", () => {
   ])("fail the run on %s with expression_limit, on its first attempt, and it is not claimed again", async (_name, args, input) => {
     const agent = (await must("CreateAgent", { agent: { name: "p", skillIds: [skillId], timeout: "60s", steps: [{ skillId, tool: "echo", arguments: args }] } }, "plans")).agent as Json;
     const calls = mcp.toolCalls().length;
-    const { result: run, answers } = await healthzAround(async () => {
-      const queued = (await must("RunAgent", { id: agent.id, input }, "plans")).run as Json;
-      for (;;) {
-        const run = (await must("GetRun", { id: queued.id }, "plans")).run as Json;
-        if (!["RUN_STATUS_QUEUED", "RUN_STATUS_RUNNING"].includes(run.status as string)) return run;
-        await new Promise((r) => setTimeout(r, 25));
-      }
-    });
+    const { result: run, answers } = await healthzAround(() => runToEnd(agent.id, input, "plans", 60_000));
     expect(run).toMatchObject({ status: "RUN_STATUS_FAILED", attempt: 1, error: expect.stringContaining("steps[0].arguments: expression_limit: ") });
     expect(answers).toBeGreaterThan(0);
     expect(mcp.toolCalls().length).toBe(calls);
     // The runtime thread that evaluated it is alive: the next run of the same tenant succeeds.
     const ok = (await must("CreateAgent", { agent: { name: "q", skillIds: [skillId], steps: [{ skillId, tool: "echo", arguments: '{"text": "hi"}' }] } }, "plans")).agent as Json;
-    const next = (await must("RunAgent", { id: ok.id, input: {} }, "plans")).run as Json;
-    for (;;) {
-      const r = (await must("GetRun", { id: next.id }, "plans")).run as Json;
-      if (r.status === "RUN_STATUS_SUCCEEDED") break;
-      expect(["RUN_STATUS_QUEUED", "RUN_STATUS_RUNNING"]).toContain(r.status);
-      await new Promise((res) => setTimeout(res, 25));
-    }
+    expect(await runToEnd(ok.id, {}, "plans", 60_000)).toMatchObject({ status: "RUN_STATUS_SUCCEEDED" });
     // Failed is final: still one attempt, never queued again.
     expect((await must("GetRun", { id: run.id }, "plans")).run).toMatchObject({ status: "RUN_STATUS_FAILED", attempt: 1 });
   });

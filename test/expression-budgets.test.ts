@@ -3,11 +3,9 @@
 // an endless, huge or backtracking expression costs its own tenant a bounded
 // amount and never stalls the process: /healthz answers, other tenants'
 // webhooks are acknowledged, and the failure is visible where operators look.
-import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
-import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
-import { devIssuer, devToken } from "./support/dev-auth.js";
-import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
-import { PLACEHOLDER_MODEL } from "./support/agents.js";
+import type { CustomerMcp } from "./support/customer-mcp.js";
+import { bearer, connectCall } from "./support/server.js";
+import { startTenantServer, tenantWebhooks, type TenantServer } from "./support/tenant-webhooks.js";
 
 type Json = Record<string, unknown>;
 
@@ -23,72 +21,13 @@ const HOSTILE_FILTERS: Record<string, string> = {
 };
 const HOSTILE_PAYLOAD = { subject: "a".repeat(32) + "!", items: Array.from({ length: 20_000 }, (_, i) => ({ i })) };
 
-let issuer: DevIssuer;
-let admin: string;
-let server: TestServer;
-
-async function must(method: string, body: unknown, tenant: string): Promise<Json> {
-  const res = await connectCall(server, method, body, bearer(admin, tenant));
-  if (res.status !== 200) throw new Error(`${method}: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
-}
-
-async function post(token: string, body: unknown): Promise<{ status: number; body: Json; ms: number }> {
-  const started = Date.now();
-  const res = await fetch(`${server.url}/webhooks/events`, {
-    method: "POST",
-    headers: { "content-type": "application/json", "x-webhook-token": token },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as Json, ms: Date.now() - started };
-}
-
-// Polls /healthz every 20 ms while `work` runs; returns the slowest answer.
-async function slowestHealthz<T>(work: () => Promise<T>): Promise<{ result: T; slowestMs: number }> {
-  let slowestMs = 0;
-  let done = false;
-  const poll = (async () => {
-    while (!done) {
-      const started = Date.now();
-      const res = await fetch(`${server.url}/healthz`);
-      await res.arrayBuffer();
-      expect(res.status).toBe(200);
-      slowestMs = Math.max(slowestMs, Date.now() - started);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  })();
-  try {
-    return { result: await work(), slowestMs };
-  } finally {
-    done = true;
-    await poll;
-  }
-}
-
-async function tenantWithSource(slug: string): Promise<{ token: string; agentId: string }> {
-  await server.seedTenant(slug, [{ subject: issuer.clientId, role: "admin" }]);
-  const { token } = await must("CreateWebhookSource", { webhookSource: { name: "in" } }, slug);
-  const agent = (await must("CreateAgent", { agent: { name: "a", model: PLACEHOLDER_MODEL } }, slug)).agent as Json;
-  return { token: token as string, agentId: agent.id as string };
-}
-
-async function trigger(slug: string, agentId: string, pattern: string, filter?: string): Promise<string> {
-  const body = await must("CreateTrigger", { trigger: { agentId, webhook: { eventTypePattern: pattern, filter } } }, slug);
-  return (body.trigger as Json).id as string;
-}
+let ctx: TenantServer;
+const { must, post, healthzAround, tenantWithSource, tenantWithSkill, trigger, runToEnd } = tenantWebhooks(() => ctx);
 
 beforeAll(async () => {
-  issuer = await devIssuer();
-  admin = await devToken(issuer);
-  server = await startServer({
-    authenticator: issuer.authenticator(60),
-    webhook: { maxBytes: 1024 * 1024, ratePerSecond: 10_000, burst: 10_000 },
-    outboundAllow: ["127.0.0.0/8"],
-    runtime: { executor: "agents", concurrency: 4 },
-    expressions: { filter: { budgetMs: 50 }, stepBudgetMs: 300 },
-  });
+  ctx = await startTenantServer({ filter: { budgetMs: 50 }, stepBudgetMs: 300 });
 });
-afterAll(() => server.close());
+afterAll(() => ctx.server.close());
 
 describe("trigger filters under a budget", () => {
   let evil: { token: string; agentId: string };
@@ -100,7 +39,7 @@ describe("trigger filters under a budget", () => {
   it.each(Object.keys(HOSTILE_FILTERS))("a %s filter does not match, and the process keeps answering", async (name) => {
     const hostile = await trigger("evil", evil.agentId, `hostile.${name.replace(/ /g, "-")}`, HOSTILE_FILTERS[name]);
     const friendly = await trigger("evil", evil.agentId, `hostile.${name.replace(/ /g, "-")}`, "payload.subject != ''");
-    const { result, slowestMs } = await slowestHealthz(() =>
+    const { result, slowestMs } = await healthzAround(() =>
       post(evil.token, { event_type: `hostile.${name.replace(/ /g, "-")}`, payload: HOSTILE_PAYLOAD }),
     );
     expect(result.status).toBe(202);
@@ -125,7 +64,7 @@ describe("trigger filters under a budget", () => {
     expect(res.ms).toBeLessThan(50);
     const saved = (await must("GetTrigger", { id }, "evil")).trigger as Json;
     expect(saved.filterError).toMatch(/not evaluated for 60 s/);
-    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    const metrics = await (await fetch(`${ctx.server.url}/metrics`)).text();
     expect(metrics).toMatch(/agentplane_expression_overruns_total\{use="filter",reason="timeout"\} [1-9]/);
     expect(metrics).toMatch(/agentplane_trigger_filter_failures_total\{reason="suspended"\} [1-9]/);
     // Editing the trigger clears the record and the suspension.
@@ -150,10 +89,10 @@ describe("trigger filters under a budget", () => {
 
   it("refuses, when saved, a regular expression the linear-time engine cannot run", async () => {
     const res = await connectCall(
-      server,
+      ctx.server,
       "CreateTrigger",
       { trigger: { agentId: evil.agentId, webhook: { eventTypePattern: "x.y", filter: "$contains(payload.s, /(a)\\1/)" } } },
-      bearer(admin, "evil"),
+      bearer(ctx.admin, "evil"),
     );
     expect(res.status).toBe(400);
     expect(res.body).toMatchObject({ code: "invalid_argument", message: expect.stringMatching(/^trigger\.webhook\.filter: regular expression .* not supported/) });
@@ -165,22 +104,13 @@ describe("plan step arguments under a budget", () => {
   let skillId: string;
 
   beforeAll(async () => {
-    await server.seedTenant("plans", [{ subject: issuer.clientId, role: "admin" }]);
-    mcp = await startOpenMcp();
-    skillId = ((await must("CreateSkill", { skill: { name: "tools", mcpUrl: mcp.url } }, "plans")).skill as Json).id as string;
+    ({ mcp, skillId } = await tenantWithSkill("plans"));
   });
   afterAll(() => mcp.close());
 
   async function runWith(args: string): Promise<{ run: Json; slowestMs: number }> {
     const agent = (await must("CreateAgent", { agent: { name: "p", skillIds: [skillId], timeout: "20s", steps: [{ skillId, tool: "echo", arguments: args }] } }, "plans")).agent as Json;
-    const { result, slowestMs } = await slowestHealthz(async () => {
-      const queued = (await must("RunAgent", { id: agent.id, input: { n: 1 } }, "plans")).run as Json;
-      for (const deadline = Date.now() + 15_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 25))) {
-        const run = (await must("GetRun", { id: queued.id }, "plans")).run as Json;
-        if (!["RUN_STATUS_QUEUED", "RUN_STATUS_RUNNING"].includes(run.status as string)) return run;
-      }
-      throw new Error("the run did not end");
-    });
+    const { result, slowestMs } = await healthzAround(() => runToEnd(agent.id, { n: 1 }, "plans", 15_000));
     return { run: result, slowestMs };
   }
 

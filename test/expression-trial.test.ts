@@ -2,23 +2,16 @@
 // test a filter before creating a trigger) through the real server over
 // Connect, the REST mirror and the platform MCP endpoint: the run-time
 // sandbox, budgets and rules, nothing saved, tenant admins only.
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { createAuthenticator } from "../src/integrations/identity/index.js";
-import { startIdp, type TestIdp } from "./support/oidc-idp.js";
-import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { bearer, connectCall, type TestServer } from "./support/server.js";
+import { platformMcpClient, startTwoTenantIdp, type TwoTenantIdp } from "./support/two-tenant-idp.js";
 import { PLACEHOLDER_MODEL } from "./support/agents.js";
-
-const AUD = "https://api.agentplane.test";
-const SCOPES = ["platform:read", "platform:write", "mcp:platform.read", "mcp:platform.write"];
-const API = "platform:read platform:write";
 
 type Json = Record<string, unknown>;
 
-let idp: TestIdp;
+let idps: TwoTenantIdp;
 let server: TestServer;
-const token: Record<string, string> = {};
+let token: Record<string, string>;
 let acme: { sourceToken: string; eventId: string };
 let globex: { sourceToken: string; eventId: string };
 
@@ -52,33 +45,18 @@ async function setup(tenant: string, as: string) {
 }
 
 beforeAll(async () => {
-  idp = await startIdp({
-    accessTokenFormat: "jwt",
-    audience: AUD,
-    scopes: SCOPES,
-    clients: ["admin", "viewer", "globex"].map((clientId) => ({ clientId, clientSecret: `${clientId}-secret-0123456789`, scope: SCOPES.join(" ") })),
-  });
-  for (const client of ["admin", "viewer", "globex"]) token[client] = await idp.token(client, API);
-  token.adminMcp = await idp.token("admin", "mcp:platform.read mcp:platform.write");
-  token.viewerMcp = await idp.token("viewer", "mcp:platform.read mcp:platform.write");
-  const authenticator = createAuthenticator({ mode: "jwt", issuer: idp.issuer, audience: AUD, algorithms: ["RS256"], clockToleranceSeconds: 60 });
-  server = await startServer({
-    authenticator,
-    mcpAuthorizationServers: [idp.issuer],
+  idps = await startTwoTenantIdp();
+  token = idps.token;
+  server = await idps.start({
     expressions: { filter: { budgetMs: 50 }, stepBudgetMs: 300 },
     webhook: { maxBytes: 1024 * 1024, ratePerSecond: 10_000, burst: 10_000 },
   });
-  await server.seedTenant("acme", [
-    { subject: "admin", role: "admin" },
-    { subject: "viewer", role: "viewer" },
-  ]);
-  await server.seedTenant("globex", [{ subject: "globex", role: "admin" }]);
   acme = await setup("acme", "admin");
   globex = await setup("globex", "globex");
 });
 afterAll(async () => {
   await server?.close();
-  await idp?.stop();
+  await idps?.idp.stop();
 });
 
 describe("TestExpression", () => {
@@ -168,11 +146,7 @@ describe("TestExpression", () => {
   });
 
   it("is a tool on the platform MCP endpoint for an admin, not for a viewer", async () => {
-    const connect = async (t: string) => {
-      const client = new Client({ name: "test", version: "1.0.0" });
-      await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp?tenant=acme`), { requestInit: { headers: bearer(t) } }));
-      return client;
-    };
+    const connect = (t: string) => platformMcpClient(server, t);
     const viewer = await connect(token.viewerMcp!);
     expect((await viewer.listTools()).tools.map((t) => t.name)).not.toContain("test_expression");
     await viewer.close();

@@ -9,6 +9,7 @@ import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { bearer, connectMust, startServer, type TestServer } from "./support/server.js";
 import { PLACEHOLDER_MODEL } from "./support/agents.js";
+import { waitFor } from "./support/wait.js";
 
 type Json = Record<string, unknown>;
 
@@ -17,6 +18,8 @@ let admin: string;
 let server: TestServer;
 // While set, the queue's writes fail as SQLite does when the disk is full.
 let diskFull = false;
+// Outcomes (finish calls) refused meanwhile, by run.
+const refusedFinish = new Set<unknown>();
 
 beforeAll(async () => {
   issuer = await devIssuer();
@@ -28,8 +31,11 @@ beforeAll(async () => {
   const queue = server.store.queue as { -readonly [K in keyof RunQueue]: RunQueue[K] };
   for (const name of ["finish", "recordSteps", "heartbeat"] as const) {
     const real = queue[name].bind(queue) as (...args: unknown[]) => Promise<unknown>;
-    (queue as Record<string, unknown>)[name] = (...args: unknown[]) =>
-      diskFull ? Promise.reject(new StoreUnavailableError("SQLITE_FULL: database or disk is full")) : real(...args);
+    (queue as Record<string, unknown>)[name] = (...args: unknown[]) => {
+      if (!diskFull) return real(...args);
+      if (name === "finish") refusedFinish.add(args[1]);
+      return Promise.reject(new StoreUnavailableError("SQLITE_FULL: database or disk is full"));
+    };
   }
 });
 afterAll(() => server.close());
@@ -44,8 +50,17 @@ it("finishes runs whose outcome could not be recorded once the store recovers, o
   const ids: string[] = [];
   // Fewer runs than worker slots: a run whose outcome waits holds its slot.
   for (let i = 0; i < 3; i++) ids.push(((await must("RunAgent", { id: agent.id, input: { i } })).run as Json).id as string);
-  // Long enough for every lease to expire while the outcome cannot be written.
-  await new Promise((r) => setTimeout(r, 1500));
+  // Until every run's outcome was refused and its lease has expired (no
+  // heartbeat is written either), as the store shows it.
+  const db = (server.store as unknown as { db: { $client: Database.Database } }).db.$client;
+  const leases = db.prepare<string[], { status: string; lease_expire_time: number | null }>(
+    `select status, lease_expire_time from runs where id in (${ids.map(() => "?").join(", ")})`,
+  );
+  await waitFor("every lease to expire with its outcome refused", 10_000, () => {
+    const rows = leases.all(...ids);
+    const now = Date.now();
+    return refusedFinish.size >= ids.length && rows.length === ids.length && rows.every((r) => r.status === "running" && r.lease_expire_time! < now) ? true : undefined;
+  });
   const stuck = await Promise.all(ids.map(async (id) => ((await must("GetRun", { id })).run as Json).status));
   diskFull = false;
   expect(stuck).toEqual(ids.map(() => "RUN_STATUS_RUNNING"));

@@ -1,47 +1,24 @@
 // SendWebhookSourceTestEvent (the console's "send test event") through the
 // real server over Connect, the REST mirror and the platform MCP endpoint:
 // the event goes in exactly as the source's webhook would bring it.
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { createAuthenticator } from "../src/integrations/identity/index.js";
 import { DEFAULT_QUOTAS } from "../src/service/limits.js";
-import { startIdp, type TestIdp } from "./support/oidc-idp.js";
-import { bearer, connectCall, startServer, type TestServer, type TestServerOptions } from "./support/server.js";
+import { bearer, connectCall, type TestServer, type TestServerOptions } from "./support/server.js";
+import { platformMcpClient, startTwoTenantIdp, type TwoTenantIdp } from "./support/two-tenant-idp.js";
 import { PLACEHOLDER_MODEL } from "./support/agents.js";
-
-const AUD = "https://api.agentplane.test";
-const SCOPES = ["platform:read", "platform:write", "mcp:platform.read", "mcp:platform.write"];
-const API = "platform:read platform:write";
 
 type Json = Record<string, unknown>;
 
-let idp: TestIdp;
-const token: Record<string, string> = {};
+let idps: TwoTenantIdp;
+let token: Record<string, string>;
 
 beforeAll(async () => {
-  idp = await startIdp({
-    accessTokenFormat: "jwt",
-    audience: AUD,
-    scopes: SCOPES,
-    clients: ["admin", "viewer", "globex"].map((clientId) => ({ clientId, clientSecret: `${clientId}-secret-0123456789`, scope: SCOPES.join(" ") })),
-  });
-  for (const client of ["admin", "viewer", "globex"]) token[client] = await idp.token(client, API);
-  token.adminMcp = await idp.token("admin", "mcp:platform.read mcp:platform.write");
-  token.viewerMcp = await idp.token("viewer", "mcp:platform.read mcp:platform.write");
+  idps = await startTwoTenantIdp();
+  token = idps.token;
 });
-afterAll(() => idp?.stop());
+afterAll(() => idps?.idp.stop());
 
-async function start(options: Partial<TestServerOptions> = {}): Promise<TestServer> {
-  const authenticator = createAuthenticator({ mode: "jwt", issuer: idp.issuer, audience: AUD, algorithms: ["RS256"], clockToleranceSeconds: 60 });
-  const server = await startServer({ authenticator, mcpAuthorizationServers: [idp.issuer], ...options });
-  await server.seedTenant("acme", [
-    { subject: "admin", role: "admin" },
-    { subject: "viewer", role: "viewer" },
-  ]);
-  await server.seedTenant("globex", [{ subject: "globex", role: "admin" }]);
-  return server;
-}
+const start = (options: Partial<TestServerOptions> = {}): Promise<TestServer> => idps.start(options);
 
 async function call(server: TestServer, method: string, body: unknown, as = "admin", tenant = "acme") {
   return connectCall(server, method, body, bearer(token[as]!, tenant));
@@ -173,11 +150,7 @@ describe("send test event", () => {
   });
 
   it("is a tool on the platform MCP endpoint for an admin, not for a viewer", async () => {
-    const connect = async (t: string) => {
-      const client = new Client({ name: "test", version: "1.0.0" });
-      await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp?tenant=acme`), { requestInit: { headers: bearer(t) } }));
-      return client;
-    };
+    const connect = (t: string) => platformMcpClient(server, t);
     const viewer = await connect(token.viewerMcp!);
     expect((await viewer.listTools()).tools.map((t) => t.name)).not.toContain("send_webhook_source_test_event");
     await viewer.close();

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { sleep, waitFor } from "./wait.js";
+import { waitFor } from "./wait.js";
 
 // The built binary (`make build`), as operators run it.
 export const CLI = join(process.cwd(), "dist/src/cli/main.js");
@@ -175,10 +175,11 @@ export class CliProcess {
     await this.exit;
   }
 
-  // What a failed test left running; resolves once the kills had a moment.
+  // What a failed test left running; resolves once each of them has exited.
   static async killAll(): Promise<void> {
+    const exits = [...running].map((child) => new Promise((resolve) => child.once("exit", resolve)));
     for (const child of running) child.kill("SIGKILL");
-    await sleep(100);
+    await Promise.all(exits);
   }
 }
 
