@@ -56,10 +56,13 @@ export function createSqliteRunQueue(raw: Database.Database): RunQueue {
        order by id limit @limit`,
     )
     .pluck(true);
+  // runs_leases is named here too: without statistics SQLite takes an index
+  // that orders the group by (runs_agent) and scans every run for the
+  // running few.
   const running = raw.prepare<[], RunningCount>(
     `select r.tenant_id as tenantId, r.agent_id as agentId, case when a.max_concurrent_runs > 0 then a.max_concurrent_runs end as cap,
        count(*) as n
-     from runs r left join agents a on a.id = r.agent_id
+     from runs r indexed by runs_leases left join agents a on a.id = r.agent_id
      where r.status = 'running' group by r.tenant_id, r.agent_id`,
   );
   // Every tenant's `limit` oldest queued runs (of agents not excluded), in
