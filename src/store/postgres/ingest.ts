@@ -6,7 +6,7 @@ import { pg, toStoreError } from "./errors.js";
 import { lockTenantScopes } from "./locks.js";
 import type { Sql } from "./open.js";
 import { tableReader } from "./repos.js";
-import { insertRunRecords, queueRuns, runRecord, wakeWorkers } from "./runs.js";
+import { insertRunRecords, queueRuns, runRecord } from "./runs.js";
 import * as schema from "./schema.js";
 import type { GroupCommitOptions } from "../group-commit.js";
 import { batchedIngest, OVER_QUOTA, settle, settleEach, type ItemOutcome, type Outcome, type PendingIngest, type Tally } from "../ingest-batch.js";
@@ -34,15 +34,16 @@ const eventRecord = (e: EventInsert) => ({
 });
 
 // The common case in one statement, so one round trip and no BEGIN/COMMIT:
-// the batch's events, the runs of those the unique index let in, and the
-// workers' wake-up when runs were queued. It returns the ids inserted; an
+// the batch's events and the runs of those the unique index let in. The
+// workers are woken after the commit by the store's signalled wrapper (a
+// NOTIFY inside it would hold NOTIFY's global lock through the commit's
+// fsync). It returns the ids inserted; an
 // event missing from them met a stored key and is settled by ingestBatch
 // (a duplicate, or a key older than its window to release).
 const INSERT_ALL = `
   with ev as (${INSERT_EVENTS}),
-  queued as (${insertRunRecords("$2", "r.event_id in (select id from ev)")} returning 1),
-  woken as (${wakeWorkers("queued")})
-  select ev.id from ev left join woken on true`;
+  queued as (${insertRunRecords("$2", "r.event_id in (select id from ev)")} returning 1)
+  select ev.id from ev`;
 
 // Inserts the events of a batch; the unique index on (source, key) decides
 // duplicates, so concurrent posts of one key, on any replica, store one

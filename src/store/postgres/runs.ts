@@ -1,5 +1,4 @@
 import type { TransactionSql } from "postgres";
-import { CHANNELS } from "./channels.js";
 import type { Sql } from "./open.js";
 import type { RunInsert } from "../rows.js";
 import type { QueueStats } from "../store.js";
@@ -33,12 +32,6 @@ export const runRecord = (r: RunInsert) => ({
   create_time: r.createTime,
   update_time: r.updateTime,
 });
-
-// Wakes the workers of every replica, on commit, when `queued` (a CTE of
-// the inserted runs) is not empty. Left to ingest.ts's statement only until
-// it drops it: the store's signalled wrapper wakes them after the commit
-// (../signalled.ts, change-notifier.ts), off the commit's critical path.
-export const wakeWorkers = (queued: string) => `select pg_notify('${CHANNELS.runsQueued}', '') from (select from ${queued} limit 1) q`;
 
 const QUEUE_RUNS = insertRunRecords("$1");
 
