@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { setPriority } from "node:os";
 import { FairQueue } from "./fair-queue.js";
 import { InlineExpressions } from "./inline.js";
+import { processCpuMs } from "./process-cpu.js";
 import { sandboxProgram, type Mode, type Outcome, type OverrunKind, type SandboxAnswer, type SandboxTask } from "./sandbox-program.js";
 
 export type { Mode, Outcome, OverrunKind } from "./sandbox-program.js";
@@ -37,6 +38,10 @@ export interface SandboxOptions {
   // Where each expression was evaluated (for metrics).
   onPlaced?: (mode: Mode, where: "inline" | "sandbox") => void;
 }
+
+// Wall time past which an expression's process is stopped however little
+// CPU it used, as a multiple of its budget plus slack.
+const WALL_CEILING = 20;
 
 export const DEFAULT_SANDBOX: Omit<SandboxOptions, "onOverrun" | "onPlaced"> = {
   workers: 2,
@@ -90,8 +95,10 @@ interface Process {
 interface Slot {
   process?: Process;
   running?: { job: Job; index: number; tenant: string };
-  // When the expression now running started (its budget's clock).
+  // When the expression now running started, in wall time and in its
+  // process's CPU time (the budget's clock; undefined without /proc).
   startedAt: number;
+  cpuAtStart?: number;
   // The tenant whose expression cost this slot its process: the slot counts
   // against that tenant's share until its replacement is ready, so a tenant
   // that keeps killing processes cannot spill onto the others' slot.
@@ -246,6 +253,7 @@ export class ExpressionSandbox {
       slot.running = { job, index, tenant: job.tenant };
       this.#waiting.hold(job.tenant);
       slot.startedAt = Date.now();
+      slot.cpuAtStart = processCpuMs(slot.process.child.pid);
       const task: SandboxTask = { id: job.id, index, mode: job.mode, expression, input: job.input, budgetMs: job.budgetMs };
       slot.process.child.send(task);
     }
@@ -328,7 +336,11 @@ export class ExpressionSandbox {
   }
 
   // While anything runs, checks every few milliseconds that no expression is
-  // past its budget plus slack; one that is loses its process.
+  // past its budget plus slack; one that is loses its process. The budget is
+  // the CPU time its process used, so a loaded machine does not cut off an
+  // expression that waited for a core; a process that computes nothing (a
+  // stopped one) is still stopped at WALL_CEILING times its budget.
+  // Without /proc, wall time is the budget's clock.
   #watch(): void {
     if (!this.#slots.some((s) => s.running)) {
       clearInterval(this.#watchdog);
@@ -339,7 +351,11 @@ export class ExpressionSandbox {
       const now = Date.now();
       for (const slot of this.#slots) {
         const { running, process: proc } = slot;
-        if (!running || !proc || now - slot.startedAt <= running.job.budgetMs + this.#o.hardKillSlackMs) continue;
+        if (!running || !proc) continue;
+        const cpu = slot.cpuAtStart === undefined ? undefined : processCpuMs(proc.child.pid);
+        const used = cpu === undefined ? now - slot.startedAt : cpu - slot.cpuAtStart!;
+        const limit = running.job.budgetMs + this.#o.hardKillSlackMs;
+        if (used <= limit && now - slot.startedAt <= limit * WALL_CEILING) continue;
         proc.child.kill("SIGKILL");
         this.#lost(proc, "timeout", `evaluation exceeded its ${running.job.budgetMs} ms budget and was stopped`);
       }
