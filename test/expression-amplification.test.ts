@@ -123,11 +123,14 @@ describe("plan step arguments", () => {
   });
   afterAll(() => mcp.close());
 
+  // Names are unique in a tenant: each case's agents get their own.
+  let cases = 0;
   it.each([
     ["an amplifying join of the input", '{"text": $string($length($join(input.w, input.s)))}', AMPLIFIED],
     ["a 5.4 KB constant", `{"text": $string(${CONSTANT})}`, { n: 1 }],
   ])("fail the run on %s with expression_limit, on its first attempt, and it is not claimed again", async (_name, args, input) => {
-    const agent = (await must("CreateAgent", { agent: { name: "p", skillIds: [skillId], timeout: "60s", steps: [{ skillId, tool: "echo", arguments: args }] } }, "plans")).agent as Json;
+    const n = ++cases;
+    const agent = (await must("CreateAgent", { agent: { name: `p ${n}`, skillIds: [skillId], timeout: "60s", steps: [{ skillId, tool: "echo", arguments: args }] } }, "plans")).agent as Json;
     const calls = mcp.toolCalls().length;
     const { result: run, answers } = await healthzAround(async () => {
       const queued = (await must("RunAgent", { id: agent.id, input }, "plans")).run as Json;
@@ -141,7 +144,7 @@ describe("plan step arguments", () => {
     expect(answers).toBeGreaterThan(0);
     expect(mcp.toolCalls().length).toBe(calls);
     // The runtime thread that evaluated it is alive: the next run of the same tenant succeeds.
-    const ok = (await must("CreateAgent", { agent: { name: "q", skillIds: [skillId], steps: [{ skillId, tool: "echo", arguments: '{"text": "hi"}' }] } }, "plans")).agent as Json;
+    const ok = (await must("CreateAgent", { agent: { name: `q ${n}`, skillIds: [skillId], steps: [{ skillId, tool: "echo", arguments: '{"text": "hi"}' }] } }, "plans")).agent as Json;
     const next = (await must("RunAgent", { id: ok.id, input: {} }, "plans")).run as Json;
     for (;;) {
       const r = (await must("GetRun", { id: next.id }, "plans")).run as Json;

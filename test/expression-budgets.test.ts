@@ -171,8 +171,10 @@ describe("plan step arguments under a budget", () => {
   });
   afterAll(() => mcp.close());
 
+  // Names are unique in a tenant: each agent gets its own.
+  let agents = 0;
   async function runWith(args: string): Promise<{ run: Json; slowestMs: number }> {
-    const agent = (await must("CreateAgent", { agent: { name: "p", skillIds: [skillId], timeout: "20s", steps: [{ skillId, tool: "echo", arguments: args }] } }, "plans")).agent as Json;
+    const agent = (await must("CreateAgent", { agent: { name: `p ${++agents}`, skillIds: [skillId], timeout: "20s", steps: [{ skillId, tool: "echo", arguments: args }] } }, "plans")).agent as Json;
     const { result, slowestMs } = await slowestHealthz(async () => {
       const queued = (await must("RunAgent", { id: agent.id, input: { n: 1 } }, "plans")).run as Json;
       for (const deadline = Date.now() + 15_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 25))) {
