@@ -42,8 +42,10 @@ async function must(method: string, body: unknown): Promise<Json> {
   if (res.status !== 200) throw new Error(`${method}: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body;
 }
+// Names are unique in a tenant: each agent gets its own.
+let plans = 0;
 const plan = (skillId: string, steps: { tool: string; arguments?: string }[]) => ({
-  name: "plan",
+  name: `plan ${++plans}`,
   skillIds: [skillId],
   steps: steps.map((s) => ({ skillId, ...s })),
 });

@@ -66,8 +66,10 @@ function callsFrom() {
   return () => mcp.toolCallRequests().slice(before).map((c) => ({ name: c.name, key: c.meta?.[META] as string }));
 }
 
+// Names are unique in a tenant: each agent gets its own.
+let plans = 0;
 async function planAgent(steps: { tool: string; arguments: string }[]): Promise<string> {
-  const agent = (await must("CreateAgent", { agent: { name: "plan", skillIds: [skillId], steps: steps.map((s) => ({ skillId, ...s })) } })).agent as Json;
+  const agent = (await must("CreateAgent", { agent: { name: `plan ${++plans}`, skillIds: [skillId], steps: steps.map((s) => ({ skillId, ...s })) } })).agent as Json;
   return agent.id as string;
 }
 

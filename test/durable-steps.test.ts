@@ -147,7 +147,7 @@ describe.each(ENGINES)("durable steps on $name", (engine) => {
   it("a killed process's plan and model runs resume at step 2: completed calls are made once, the held ones again with their keys", async () => {
     const env = await engine.env();
     const first = await serve(env);
-    const planSkill = await skillOn(first, planMcp, "tools");
+    const planSkill = await skillOn(first, planMcp, "plan-tools");
     const chatSkill = await skillOn(first, chatMcp, "tools");
     const plan = (
       await first.call<{ agent: { id: string } }>("CreateAgent", {

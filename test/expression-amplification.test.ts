@@ -59,18 +59,21 @@ describe("plan step arguments", () => {
   });
   afterAll(() => mcp.close());
 
+  // Names are unique in a tenant: each case's agents get their own.
+  let cases = 0;
   it.each([
     ["an amplifying join of the input", '{"text": $string($length($join(input.w, input.s)))}', AMPLIFIED],
     ["a 5.4 KB constant", `{"text": $string(${CONSTANT})}`, { n: 1 }],
   ])("fail the run on %s with expression_limit, on its first attempt, and it is not claimed again", async (_name, args, input) => {
-    const agent = (await must("CreateAgent", { agent: { name: "p", skillIds: [skillId], timeout: "60s", steps: [{ skillId, tool: "echo", arguments: args }] } }, "plans")).agent as Json;
+    const n = ++cases;
+    const agent = (await must("CreateAgent", { agent: { name: `p ${n}`, skillIds: [skillId], timeout: "60s", steps: [{ skillId, tool: "echo", arguments: args }] } }, "plans")).agent as Json;
     const calls = mcp.toolCalls().length;
     const { result: run, answers } = await healthzAround(() => runToEnd(agent.id, input, "plans", 60_000));
     expect(run).toMatchObject({ status: "RUN_STATUS_FAILED", attempt: 1, error: expect.stringContaining("steps[0].arguments: expression_limit: ") });
     expect(answers).toBeGreaterThan(0);
     expect(mcp.toolCalls().length).toBe(calls);
     // The runtime thread that evaluated it is alive: the next run of the same tenant succeeds.
-    const ok = (await must("CreateAgent", { agent: { name: "q", skillIds: [skillId], steps: [{ skillId, tool: "echo", arguments: '{"text": "hi"}' }] } }, "plans")).agent as Json;
+    const ok = (await must("CreateAgent", { agent: { name: `q ${n}`, skillIds: [skillId], steps: [{ skillId, tool: "echo", arguments: '{"text": "hi"}' }] } }, "plans")).agent as Json;
     expect(await runToEnd(ok.id, {}, "plans", 60_000)).toMatchObject({ status: "RUN_STATUS_SUCCEEDED" });
     // Failed is final: still one attempt, never queued again.
     expect((await must("GetRun", { id: run.id }, "plans")).run).toMatchObject({ status: "RUN_STATUS_FAILED", attempt: 1 });

@@ -108,8 +108,10 @@ describe("plan step arguments under a budget", () => {
   });
   afterAll(() => mcp.close());
 
+  // Names are unique in a tenant: each agent gets its own.
+  let agents = 0;
   async function runWith(args: string): Promise<{ run: Json; slowestMs: number }> {
-    const agent = (await must("CreateAgent", { agent: { name: "p", skillIds: [skillId], timeout: "20s", steps: [{ skillId, tool: "echo", arguments: args }] } }, "plans")).agent as Json;
+    const agent = (await must("CreateAgent", { agent: { name: `p ${++agents}`, skillIds: [skillId], timeout: "20s", steps: [{ skillId, tool: "echo", arguments: args }] } }, "plans")).agent as Json;
     const { result, slowestMs } = await healthzAround(() => runToEnd(agent.id, { n: 1 }, "plans", 15_000));
     return { run: result, slowestMs };
   }

@@ -83,9 +83,11 @@ describe.each(["sqlite", "postgres"] as const)("on %s", (engine) => {
       return ["RUN_STATUS_QUEUED", "RUN_STATUS_RUNNING"].includes(run.status as string) ? undefined : run;
     }, 20);
 
+  // Names are unique in a tenant: each agent gets its own.
+  let plans = 0;
   async function startPlan(steps: { skillId: string; tool: string; arguments: string }[], tenant = "acme"): Promise<string> {
     const skillIds = [...new Set(steps.map((s) => s.skillId))];
-    const agent = (await must("CreateAgent", { agent: { name: "plan", skillIds, steps } }, tenant)).agent as Json;
+    const agent = (await must("CreateAgent", { agent: { name: `plan ${++plans}`, skillIds, steps } }, tenant)).agent as Json;
     return ((await must("RunAgent", { id: agent.id, input: {} }, tenant)).run as Json).id as string;
   }
 

@@ -55,8 +55,10 @@ const ms = (t: unknown) => Date.parse(t as string);
 // Proto JSON durations are seconds with a fraction: "1.503s".
 const durationMs = (d: unknown) => Math.round(parseFloat(d as string) * 1000);
 
+// Names are unique in a tenant: each agent gets its own.
+let agents = 0;
 async function startRun(tool: string, args: string, agent: Json = {}): Promise<string> {
-  const created = (await must("CreateAgent", { agent: { name: `call ${tool}`, skillIds: [skillId], steps: [{ skillId, tool, arguments: args }], ...agent } })).agent as Json;
+  const created = (await must("CreateAgent", { agent: { name: `call ${tool} ${++agents}`, skillIds: [skillId], steps: [{ skillId, tool, arguments: args }], ...agent } })).agent as Json;
   return ((await must("RunAgent", { id: created.id, input: {} })).run as Json).id as string;
 }
 

@@ -43,8 +43,10 @@ interface Source {
   secret: string;
 }
 
+// Names are unique in a tenant: each source gets its own.
+let sources = 0;
 async function newSource(server: TestServer, kind: string, fields: Json = {}): Promise<Source> {
-  const body = await api(server, "CreateWebhookSource", { webhookSource: { name: kind.toLowerCase(), kind, ...fields } });
+  const body = await api(server, "CreateWebhookSource", { webhookSource: { name: `${kind.toLowerCase()}-${++sources}`, kind, ...fields } });
   const source = body.webhookSource as Json;
   expect(body.token).toBeUndefined();
   return { id: source.id as string, url: source.url as string, secret: (body.signingSecret as string | undefined) ?? (fields.signingSecret as string) };
@@ -331,7 +333,7 @@ describe("signed webhook sources", () => {
     });
 
     it("keeps tokens and signing secrets apart: each kind rotates only its own", async () => {
-      const envelope = (await api(server, "CreateWebhookSource", { webhookSource: { name: "env" } })).webhookSource as Json;
+      const envelope = (await api(server, "CreateWebhookSource", { webhookSource: { name: "env-rotation" } })).webhookSource as Json;
       const signed = await newSource(server, "WEBHOOK_SOURCE_KIND_GITHUB");
       expect(await call(server, "RotateWebhookSourceToken", { id: signed.id })).toMatchObject({ status: 400, body: { code: "failed_precondition" } });
       expect(await call(server, "RotateWebhookSourceSigningSecret", { id: envelope.id })).toMatchObject({ status: 400, body: { code: "failed_precondition" } });
@@ -342,7 +344,7 @@ describe("signed webhook sources", () => {
 
   describe("refusals", () => {
     it("answers an unknown, malformed, envelope or disabled source at the URL with the bad token's 401", async () => {
-      const envelope = (await api(server, "CreateWebhookSource", { webhookSource: { name: "env" } })).webhookSource as Json;
+      const envelope = (await api(server, "CreateWebhookSource", { webhookSource: { name: "env-refusals" } })).webhookSource as Json;
       const disabled = await newSource(server, "WEBHOOK_SOURCE_KIND_STANDARD_WEBHOOKS");
       await api(server, "UpdateWebhookSource", { webhookSource: { id: disabled.id, enabled: false }, updateMask: "enabled" });
       const body = standardBody();

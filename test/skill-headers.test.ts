@@ -68,8 +68,10 @@ async function waitForRun(id: string): Promise<Json> {
   }, 25);
 }
 
+// Names are unique in a tenant: each agent gets its own.
+let agents = 0;
 async function runTool(skillId: string, tool: string, args: string): Promise<Json> {
-  const agent = (await must("CreateAgent", { agent: { name: `call ${tool}`, skillIds: [skillId], steps: [{ skillId, tool, arguments: args }] } })).agent as Json;
+  const agent = (await must("CreateAgent", { agent: { name: `call ${tool} ${++agents}`, skillIds: [skillId], steps: [{ skillId, tool, arguments: args }] } })).agent as Json;
   return waitForRun(((await must("RunAgent", { id: agent.id })).run as Json).id as string);
 }
 

@@ -43,8 +43,10 @@ async function createSkill(skill: Json, on: TestServer = server): Promise<Json> 
 }
 
 // Runs a one-step deterministic agent on the skill and waits for the run's end.
+// Names are unique in a tenant: each agent gets its own.
+let agents = 0;
 async function runTool(skillId: string, tool: string, args: string): Promise<Json> {
-  const agent = (await must("CreateAgent", { agent: { name: `call ${tool}`, skillIds: [skillId], steps: [{ skillId, tool, arguments: args }] } })).agent as Json;
+  const agent = (await must("CreateAgent", { agent: { name: `call ${tool} ${++agents}`, skillIds: [skillId], steps: [{ skillId, tool, arguments: args }] } })).agent as Json;
   const run = (await must("RunAgent", { id: agent.id, input: { text: "hi" } })).run as Json;
   return waitForRun(run.id as string);
 }

@@ -1,7 +1,8 @@
 // Upgrading an existing SQLite file: a migration that rebuilds a table
 // (0010 makes webhook_sources.token_digest nullable) must keep the rows and
 // every reference to them, although SQLite cannot turn foreign keys off
-// inside the migrator's transaction.
+// inside the migrator's transaction. Likewise one that makes names unique
+// (0013) must keep the records whose names repeat.
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -69,6 +70,43 @@ describe("SQLite migrations", () => {
       ]);
       // The references still hold: the source cannot go while a trigger uses it.
       expect(() => check.raw.prepare("delete from webhook_sources where id = 'src_1'").run()).toThrow(/FOREIGN KEY/);
+    } finally {
+      check.raw.close();
+      void store.close();
+    }
+  });
+
+  it("keeps every record when names become unique per tenant (0013): a later duplicate gets its id appended", () => {
+    const path = join(dir, "agentplane.db");
+    const old = openSqlite({ path });
+    migrate(old.db, { migrationsFolder: migrationsBefore(dir, "0013") });
+    const t = Date.now();
+    for (const [id, slug] of [["ten_1", "acme"], ["ten_2", "globex"]]) old.raw.prepare("insert into tenants (id, slug, create_time, update_time) values (?, ?, ?, ?)").run(id, slug, t, t);
+    // Two in acme share a name (the older keeps it), globex's may use it too.
+    const rows: [string, string, number][] = [["x_2", "ten_1", t], ["x_1", "ten_1", t - 1], ["x_3", "ten_2", t], ["x_4", "ten_1", t]];
+    for (const [id, tenant, time] of rows) {
+      old.raw
+        .prepare(
+          `insert into agents (id, tenant_id, name, spec, max_steps, timeout_ms, enabled, create_time, update_time)
+           values (?, ?, 'same', '{"skillIds":[],"allowedTools":[],"steps":[]}', 16, 120000, 1, ?, ?)`,
+        )
+        .run(`agt${id}`, tenant, time, time);
+      old.raw.prepare("insert into skills (id, tenant_id, name, mcp_url, auth, tools, create_time, update_time) values (?, ?, 'same', 'https://mcp.example/mcp', '{\"mode\":\"none\"}', '[]', ?, ?)").run(`skl${id}`, tenant, time, time);
+      old.raw.prepare("insert into webhook_sources (id, tenant_id, name, enabled, token_digest, create_time, update_time) values (?, ?, 'same', 1, ?, ?, ?)").run(`src${id}`, tenant, `digest${id}`, time, time);
+    }
+    old.raw.close();
+
+    const store = createSqliteStore({ path });
+    const check = openSqlite({ path });
+    try {
+      for (const [table, prefix] of [["agents", "agt"], ["skills", "skl"], ["webhook_sources", "src"]]) {
+        expect(check.raw.prepare(`select id, name from ${table} order by id`).all()).toEqual([
+          { id: `${prefix}x_1`, name: "same" },
+          { id: `${prefix}x_2`, name: `same (${prefix}x_2)` },
+          { id: `${prefix}x_3`, name: "same" },
+          { id: `${prefix}x_4`, name: `same (${prefix}x_4)` },
+        ]);
+      }
     } finally {
       check.raw.close();
       void store.close();

@@ -11,7 +11,7 @@ import { idFloor, newId } from "../src/lib/ids.js";
 import { StoreConflictError, StoreReferenceError, StoreUnavailableError } from "../src/store/errors.js";
 import { openStore } from "../src/store/open.js";
 import { createPostgresStore } from "../src/store/postgres/store.js";
-import type { AgentInsert, EventInsert, RunInsert, TriggerInsert, WebhookSourceInsert } from "../src/store/rows.js";
+import type { AgentInsert, EventInsert, RunInsert, SkillInsert, TriggerInsert, WebhookSourceInsert } from "../src/store/rows.js";
 import { createSqliteStore } from "../src/store/sqlite/store.js";
 import type { IngestItem, RunQuery, Store } from "../src/store/store.js";
 import { createTestDatabase } from "./support/postgres.js";
@@ -48,11 +48,14 @@ const engines: Engine[] = [
 const now = Date.now();
 const times = { createTime: now, updateTime: now };
 
+// Names are unique in a tenant: each row its own unless the case names one.
+const uniqueName = (prefix: string) => `${prefix}-${randomBytes(4).toString("hex")}`;
+
 function agentRow(tenantId: string, patch: Partial<AgentInsert> = {}): AgentInsert {
   return {
     id: newId("agt"),
     tenantId,
-    name: "fulfil",
+    name: uniqueName("fulfil"),
     spec: { skillIds: [], allowedTools: {}, steps: [] },
     maxSteps: 10,
     timeoutMs: 1000,
@@ -63,7 +66,7 @@ function agentRow(tenantId: string, patch: Partial<AgentInsert> = {}): AgentInse
 }
 
 function sourceRow(tenantId: string, patch: Partial<WebhookSourceInsert> = {}): WebhookSourceInsert {
-  return { id: newId("src"), tenantId, name: "shop", enabled: true, tokenDigest: randomBytes(32).toString("hex"), ...times, ...patch };
+  return { id: newId("src"), tenantId, name: uniqueName("shop"), enabled: true, tokenDigest: randomBytes(32).toString("hex"), ...times, ...patch };
 }
 
 function triggerRow(tenantId: string, agentId: string, patch: Partial<TriggerInsert> = {}): TriggerInsert {
@@ -140,7 +143,7 @@ describe.each(engines)("Store contract on $name", (engine) => {
     it("insert, get, update and delete, each within its tenant", async () => {
       const tenantId = await newTenant();
       const other = await newTenant();
-      const inserted = await a.agents.insert(agentRow(tenantId, { description: "ships orders" }));
+      const inserted = await a.agents.insert(agentRow(tenantId, { name: "fulfil", description: "ships orders" }));
       expect(inserted).toEqual({
         id: expect.stringMatching(/^agt_/),
         tenantId,
@@ -267,6 +270,38 @@ describe.each(engines)("Store contract on $name", (engine) => {
       await expect(b.agents.insert({ ...agentRow(tenantId), id: agent.id })).rejects.toBeInstanceOf(StoreConflictError);
       await expect(a.agents.insert(agentRow("ten_missing"))).rejects.toBeInstanceOf(StoreReferenceError);
       await expect(a.triggers.insert(triggerRow(tenantId, "agt_missing"))).rejects.toBeInstanceOf(StoreReferenceError);
+    });
+
+    it("keeps agent, skill and source names unique per tenant, on insert and on update", async () => {
+      const [tenantId, otherId] = [await newTenant(), await newTenant()];
+      // Per kind: insert a row named `name` (insertWithin on `b` when `within`), rename a row.
+      const kinds = {
+        agents: {
+          insert: (t: string, name: string, within = false) =>
+            within ? b.agents.insertWithin(agentRow(t, { name }), 100) : a.agents.insert(agentRow(t, { name })),
+          rename: (t: string, id: string, name: string) => b.agents.update(t, id, { name }),
+        },
+        skills: {
+          insert: (t: string, name: string, within = false) => {
+            const row: SkillInsert = { id: newId("skl"), tenantId: t, name, mcpUrl: "https://mcp.example/mcp", auth: { mode: "none" }, tools: [], ...times };
+            return within ? b.skills.insertWithin(row, 100) : a.skills.insert(row);
+          },
+          rename: (t: string, id: string, name: string) => b.skills.update(t, id, { name }),
+        },
+        webhookSources: {
+          insert: (t: string, name: string, within = false) =>
+            within ? b.webhookSources.insertWithin(sourceRow(t, { name }), 100) : a.webhookSources.insert(sourceRow(t, { name })),
+          rename: (t: string, id: string, name: string) => b.webhookSources.update(t, id, { name }),
+        },
+      };
+      for (const { insert, rename } of Object.values(kinds)) {
+        await insert(tenantId, "taken");
+        await expect(insert(tenantId, "taken")).rejects.toBeInstanceOf(StoreConflictError);
+        await expect(insert(tenantId, "taken", true)).rejects.toBeInstanceOf(StoreConflictError);
+        await insert(otherId, "taken");
+        const free = (await insert(tenantId, "free"))!;
+        await expect(rename(tenantId, free.id, "taken")).rejects.toBeInstanceOf(StoreConflictError);
+      }
     });
   });
 

@@ -5,6 +5,7 @@ import { create } from "@bufbuild/protobuf";
 import { ListTenantsRequestSchema } from "../gen/platform/v1/platform_service_pb.js";
 import { createAuthenticator } from "../src/integrations/identity/index.js";
 import { StoreConflictError, StoreUnavailableError } from "../src/store/errors.js";
+import { PLACEHOLDER_MODEL } from "./support/agents.js";
 import { startIdp, type TestIdp } from "./support/oidc-idp.js";
 import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
 
@@ -52,9 +53,13 @@ it("a unary call answers unavailable when the store is unreachable, on Connect a
 });
 
 it("a conflict no handler words is already_exists", async () => {
-  const restore = failing(server.store.webhookSources, "insertWithin", new StoreConflictError("unique"));
+  // A trigger has no name, so its handler words no conflict (an agent's,
+  // skill's or source's names the taken name).
+  const created = await connectCall(server, "CreateAgent", { agent: { name: "triage", model: PLACEHOLDER_MODEL } }, bearer(token, "acme"));
+  const agentId = (created.body.agent as { id: string }).id;
+  const restore = failing(server.store.triggers, "insertWithin", new StoreConflictError("unique"));
   try {
-    const res = await connectCall(server, "CreateWebhookSource", { webhookSource: { name: "shop" } }, bearer(token, "acme"));
+    const res = await connectCall(server, "CreateTrigger", { trigger: { agentId, webhook: { eventTypePattern: "order.*" } } }, bearer(token, "acme"));
     expect({ status: res.status, body: res.body }).toEqual({ status: 409, body: { code: "already_exists", message: "already exists" } });
   } finally {
     restore();

@@ -61,11 +61,13 @@ async function post(s: TestServer, token: string, body: string) {
 
 const count = (s: TestServer, table: string) => sqliteRows<{ n: number }>(s, `select count(*) as n from ${table}`)[0]!.n;
 
+// Names are unique in a tenant: each record the helpers make gets its own.
+let named = 0;
 async function newSource(s: TestServer): Promise<string> {
-  return (await ok(s, "CreateWebhookSource", { webhookSource: { name: "shop" } })).token as string;
+  return (await ok(s, "CreateWebhookSource", { webhookSource: { name: `shop-${++named}` } })).token as string;
 }
 
-async function newAgent(s: TestServer, name = "worker"): Promise<string> {
+async function newAgent(s: TestServer, name = `worker-${++named}`): Promise<string> {
   return ((await ok(s, "CreateAgent", { agent: { name, model: PLACEHOLDER_MODEL } })).agent as Json).id as string;
 }
 

@@ -47,8 +47,10 @@ async function waitForRun(id: string, on: TestServer = server): Promise<Json> {
   }, 25);
 }
 
+// Names are unique in a tenant: each agent gets its own.
+let plans = 0;
 async function planAgent(steps: { tool: string; arguments: string }[]): Promise<string> {
-  const agent = (await must("CreateAgent", { agent: { name: "plan", skillIds: [skillId], steps: steps.map((s) => ({ skillId, ...s })) } })).agent as Json;
+  const agent = (await must("CreateAgent", { agent: { name: `plan ${++plans}`, skillIds: [skillId], steps: steps.map((s) => ({ skillId, ...s })) } })).agent as Json;
   return agent.id as string;
 }
 

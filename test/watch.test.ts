@@ -132,9 +132,11 @@ describe("on SQLite, with the agent runtime", () => {
 
   const acme = () => ({ headers: headers("ops", "acme") });
 
+  // Names are unique in a tenant: each agent gets its own.
+  let agents = 0;
   async function threeStepAgent(): Promise<string> {
     const steps = [150, 150, 150].map((ms) => ({ skillId, tool: "slow", arguments: `{"ms": ${ms}}` }));
-    return (await api.createAgent({ agent: { name: "three steps", skillIds: [skillId], steps } }, acme())).agent!.id;
+    return (await api.createAgent({ agent: { name: `three steps ${++agents}`, skillIds: [skillId], steps } }, acme())).agent!.id;
   }
 
   it.each(PROTOCOLS)("WatchRun over %s delivers each step in order and ends at succeeded", async (protocol) => {

@@ -30,11 +30,14 @@ async function ok(server: TestServer, method: string, body: unknown, as = "admin
   return res.body;
 }
 
-// A source with a trigger on `order.*` for one agent.
+// A source with a trigger on `order.*` for one agent. Names are unique in a
+// tenant: each call's records get their own.
+let setups = 0;
 async function setup(server: TestServer, tenant = "acme", as = "admin") {
-  const created = await ok(server, "CreateWebhookSource", { webhookSource: { name: "shop" } }, as, tenant);
+  const n = ++setups;
+  const created = await ok(server, "CreateWebhookSource", { webhookSource: { name: `shop ${n}` } }, as, tenant);
   const source = created.webhookSource as Json;
-  const agent = (await ok(server, "CreateAgent", { agent: { name: "fulfil", model: PLACEHOLDER_MODEL } }, as, tenant)).agent as Json;
+  const agent = (await ok(server, "CreateAgent", { agent: { name: `fulfil ${n}`, model: PLACEHOLDER_MODEL } }, as, tenant)).agent as Json;
   const trigger = (await ok(server, "CreateTrigger", { trigger: { agentId: agent.id, webhook: { eventTypePattern: "order.*", sourceId: source.id } } }, as, tenant))
     .trigger as Json;
   return { sourceId: source.id as string, sourceToken: created.token as string, agentId: agent.id as string, triggerId: trigger.id as string };

@@ -18,13 +18,17 @@ export interface DevWebhookSource {
 // would break whatever a developer pointed at it (a script, a tunnel
 // forwarding a provider's webhooks) at each restart. Created on first start,
 // created again if deleted, and rotated (the old token kept for the default
-// grace period) if it was rotated elsewhere, so the banner never prints a
+// grace period) if it was rotated elsewhere or its token is not kept, so the banner never prints a
 // token that does not work.
 export async function ensureDevWebhookSource(store: Store, platform: Platform, dataDir: string): Promise<DevWebhookSource> {
   const file = join(dataDir, "dev-webhook-source.json");
   const kept = existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as Partial<DevWebhookSource>) : {};
   const tenant = (await store.tenants.get("dev"))!;
-  const row = kept.id ? await store.webhookSources.get(tenant.id, kept.id) : undefined;
+  // Without its kept id (the file lost), the source by its name, which is
+  // unique in the tenant.
+  const row = kept.id
+    ? await store.webhookSources.get(tenant.id, kept.id)
+    : (await store.webhookSources.list(tenant.id, { limit: 1, where: { name: "dev" } }))[0];
   if (row && kept.token && row.tokenDigest === webhookTokenDigest(kept.token)) return { id: row.id, token: kept.token };
   const { webhookSource, token } = row
     ? await platform.invokeAsOperator("rotateWebhookSourceToken", { $typeName: "platform.v1.RotateWebhookSourceTokenRequest", id: row.id }, "dev")

@@ -5,7 +5,7 @@ import { newId } from "../lib/ids.js";
 import { currentTraceParent } from "../lib/tracing.js";
 import { queuedRun } from "../store/queued-run.js";
 import type { AgentRow, AgentSpec, SkillRow } from "../store/rows.js";
-import { failedPrecondition, invalidArgument, notFound } from "./errors.js";
+import { failedPrecondition, invalidArgument, nameTaken, notFound, onConflict } from "./errors.js";
 import { checkHttpUrl, checkJsonata } from "./expressions.js";
 import { applyUpdateMask } from "./field-mask.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
@@ -185,7 +185,14 @@ export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonM
       const id = newId("agt");
       const t = now();
       const cols = await columns(tenant.id, agent ?? create(AgentSchema), id, null, true);
-      const row = await insertWithinQuota(store.agents, { id, tenantId: tenant.id, ...cols, createTime: t, updateTime: t }, tenant, quotas, "agents");
+      const row = await insertWithinQuota(
+        store.agents,
+        { id, tenantId: tenant.id, ...cols, createTime: t, updateTime: t },
+        tenant,
+        quotas,
+        "agents",
+        nameTaken("agent.name", "agent", cols.name, tenant),
+      );
       return { agent: { ...agentMessage(row), tenant: tenant.slug } };
     },
     async updateAgent({ agent, updateMask }, call) {
@@ -195,7 +202,7 @@ export function agentHandlers({ store, secrets, now, onRunsQueued, quotas, jsonM
       const { merged, paths } = applyUpdateMask(AgentSchema, agentMessage(row), agent, updateMask, UPDATABLE);
       const plan = paths.some((p) => ["steps", "model", "skill_ids"].includes(p.split(".")[0]!));
       const cols = await columns(tenant.id, merged, row.id, row.modelApiKey, plan);
-      const updated = await store.agents.update(tenant.id, row.id, { ...cols, updateTime: now() });
+      const updated = await store.agents.update(tenant.id, row.id, { ...cols, updateTime: now() }).catch(onConflict(nameTaken("agent.name", "agent", cols.name, tenant)));
       if (!updated) throw notFound("agent", agent.id);
       return { agent: { ...agentMessage(updated), tenant: tenant.slug } };
     },

@@ -25,6 +25,13 @@ export const retryLater = (message: string, seconds: number, code = Code.Resourc
 export const quotaExceeded = (tenant: string, limit: number, what: string, variable: string) =>
   new ConnectError(`tenant ${tenant} has ${limit} ${what}, the limit (${variable})`, Code.ResourceExhausted);
 
+// Names are unique per tenant for agents, skills and webhook sources (a
+// unique index in both engines): a write that would repeat one is refused
+// naming the field, as a validation error names it. The conflict message for
+// `insertWithinQuota` or `onConflict` on the write that stores the name.
+export const nameTaken = (field: string, kind: string, name: string, tenant: { slug: string }) =>
+  `${field}: ${kind} "${name}" already exists in tenant "${tenant.slug}"`;
+
 // Store failures become API errors; anything unrecognised is rethrown as is
 // (the surfaces turn it into `internal` without detail). Translated once,
 // where the service is entered (`storeErrorsTranslated`), so no handler has

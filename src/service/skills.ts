@@ -6,7 +6,7 @@ import { secretRedactor } from "../integrations/mcp-client/secret-redaction.js";
 import { newId } from "../lib/ids.js";
 import { storableMessage } from "../lib/unstorable.js";
 import type { SkillRow } from "../store/rows.js";
-import { failedPrecondition, invalidArgument, notFound } from "./errors.js";
+import { failedPrecondition, invalidArgument, nameTaken, notFound, onConflict } from "./errors.js";
 import { checkHttpUrl } from "./expressions.js";
 import { applyUpdateMask } from "./field-mask.js";
 import { tenantOf, times, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
@@ -117,12 +117,13 @@ export function skillHandlers({ store, secrets, now, skills, quotas }: ServiceDe
       const tenant = tenantOf(call);
       const id = newId("skl");
       const t = now();
+      const name = requireText("skill.name", skill?.name ?? "", MAX_LENGTH.name);
       const row = await insertWithinQuota(
         store.skills,
         {
           id,
           tenantId: tenant.id,
-          name: requireText("skill.name", skill?.name ?? "", MAX_LENGTH.name),
+          name,
           mcpUrl: checkMcpUrl(skill?.mcpUrl ?? ""),
           ...(await skillAuthColumns(skill?.auth, sealers(id))),
           tools: [],
@@ -132,6 +133,7 @@ export function skillHandlers({ store, secrets, now, skills, quotas }: ServiceDe
         tenant,
         quotas,
         "skills",
+        nameTaken("skill.name", "skill", name, tenant),
       );
       // Creating never fails on an unreachable server; the outcome is recorded.
       const refreshed = await refresh(row);
@@ -156,13 +158,10 @@ export function skillHandlers({ store, secrets, now, skills, quotas }: ServiceDe
               moved,
             })
           : { auth: row.auth, authSecret: row.authSecret, authPrivateKey: row.authPrivateKey };
+      const name = requireText("skill.name", merged.name, MAX_LENGTH.name);
       const updated = await store.skills
-        .update(tenant.id, row.id, {
-          name: requireText("skill.name", merged.name, MAX_LENGTH.name),
-          mcpUrl,
-          ...auth,
-          updateTime: now(),
-        });
+        .update(tenant.id, row.id, { name, mcpUrl, ...auth, updateTime: now() })
+        .catch(onConflict(nameTaken("skill.name", "skill", name, tenant)));
       if (!updated) throw notFound("skill", skill.id);
       return { skill: { ...skillMessage(updated), tenant: tenant.slug } };
     },

@@ -4,7 +4,7 @@ import { WebhookSourceKind, WebhookSourceSchema, type WebhookSource } from "../.
 import { newId } from "../lib/ids.js";
 import { newWebhookToken, webhookTokenDigest } from "../lib/webhook-token.js";
 import type { WebhookSourceRow } from "../store/rows.js";
-import { failedPrecondition, invalidArgument, notFound } from "./errors.js";
+import { failedPrecondition, invalidArgument, nameTaken, notFound, onConflict } from "./errors.js";
 import { eventMessage } from "./events.js";
 import { checkJsonata } from "./expressions.js";
 import { applyUpdateMask } from "./field-mask.js";
@@ -105,6 +105,7 @@ export function webhookSourceHandlers({ store, now, quotas, webhooks, secrets, p
         tenant,
         quotas,
         "webhookSources",
+        nameTaken("webhook_source.name", "webhook source", fields.name, tenant),
       );
       return { webhookSource: message(row, tenant.slug), token, signingSecret: signing?.generated ? signing.secret : "" };
     },
@@ -118,13 +119,10 @@ export function webhookSourceHandlers({ store, now, quotas, webhooks, secrets, p
       if (masked.includes("signing_secret") || webhookSource.signingSecret)
         throw invalidArgument("webhook_source.signing_secret", "changes only through RotateWebhookSourceSigningSecret");
       const { merged } = applyUpdateMask(WebhookSourceSchema, webhookSourceMessage(row, now(), publicUrl), webhookSource, updateMask, UPDATABLE);
+      const name = requireText("webhook_source.name", merged.name, MAX_LENGTH.name);
       const updated = await store.webhookSources
-        .update(tenant.id, row.id, {
-          name: requireText("webhook_source.name", merged.name, MAX_LENGTH.name),
-          enabled: merged.enabled ?? true,
-          mapping: checkMapping(merged.mapping),
-          updateTime: now(),
-        });
+        .update(tenant.id, row.id, { name, enabled: merged.enabled ?? true, mapping: checkMapping(merged.mapping), updateTime: now() })
+        .catch(onConflict(nameTaken("webhook_source.name", "webhook source", name, tenant)));
       if (!updated) throw notFound("webhook source", webhookSource.id);
       return { webhookSource: message(updated, tenant.slug) };
     },

@@ -71,7 +71,7 @@ export const agents = pgTable(
     enabled: boolean("enabled").notNull(),
     ...times,
   },
-  (t) => [index("agents_tenant").on(t.tenantId, t.id)],
+  (t) => [index("agents_tenant").on(t.tenantId, t.id), uniqueIndex("agents_tenant_name").on(t.tenantId, t.name)],
 );
 
 export const skills = pgTable(
@@ -93,7 +93,7 @@ export const skills = pgTable(
     toolsRefreshError: text("tools_refresh_error").notNull().default(""),
     ...times,
   },
-  (t) => [index("skills_tenant").on(t.tenantId, t.id)],
+  (t) => [index("skills_tenant").on(t.tenantId, t.id), uniqueIndex("skills_tenant_name").on(t.tenantId, t.name)],
 );
 
 export const webhookSources = pgTable(
@@ -121,7 +121,7 @@ export const webhookSources = pgTable(
     mapping: text("mapping"),
     ...times,
   },
-  (t) => [index("webhook_sources_tenant").on(t.tenantId, t.id)],
+  (t) => [index("webhook_sources_tenant").on(t.tenantId, t.id), uniqueIndex("webhook_sources_tenant_name").on(t.tenantId, t.name)],
 );
 
 export const triggers = pgTable(

@@ -65,7 +65,7 @@ export const agents = sqliteTable(
     enabled: integer("enabled", { mode: "boolean" }).notNull(),
     ...times,
   },
-  (t) => [index("agents_tenant").on(t.tenantId, t.id)],
+  (t) => [index("agents_tenant").on(t.tenantId, t.id), uniqueIndex("agents_tenant_name").on(t.tenantId, t.name)],
 );
 
 export const skills = sqliteTable(
@@ -87,7 +87,7 @@ export const skills = sqliteTable(
     toolsRefreshError: text("tools_refresh_error").notNull().default(""),
     ...times,
   },
-  (t) => [index("skills_tenant").on(t.tenantId, t.id)],
+  (t) => [index("skills_tenant").on(t.tenantId, t.id), uniqueIndex("skills_tenant_name").on(t.tenantId, t.name)],
 );
 
 export const webhookSources = sqliteTable(
@@ -115,7 +115,7 @@ export const webhookSources = sqliteTable(
     mapping: text("mapping"),
     ...times,
   },
-  (t) => [index("webhook_sources_tenant").on(t.tenantId, t.id)],
+  (t) => [index("webhook_sources_tenant").on(t.tenantId, t.id), uniqueIndex("webhook_sources_tenant_name").on(t.tenantId, t.name)],
 );
 
 export const triggers = sqliteTable(
