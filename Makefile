@@ -3,7 +3,7 @@ SHELL := /bin/bash
 NPM_INSTALL_STAMP := node_modules/.install-stamp
 BIN := node_modules/.bin
 
-.PHONY: run test build check lint typecheck generate docs migrations bench clean chromium python-grpc node24
+.PHONY: run test build check lint typecheck generate docs migrations bench clean chromium python-grpc node24 screenshots
 
 # `npm install` against the committed lockfile rather than `npm ci`: the
 # registry reachable here lacks some other platforms' optional binaries
@@ -163,6 +163,11 @@ python-grpc:
 	  /usr/bin/python3 -c 'import grpc, google.protobuf'; } >/dev/null 2>&1 || { \
 	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PYTHON_GRPC_DEBS); }
+
+# The pictures of docs/console.md, taken again from the seeded tenant of
+# test/console-operator.test.ts (make test takes them into test-output/).
+screenshots: build chromium
+	AGENTPLANE_UPDATE_SCREENSHOTS=1 $(JEST) test/console-operator.test.ts
 
 bench: build
 	node dist/bench/management/run.js

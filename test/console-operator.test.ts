@@ -3,8 +3,9 @@
 // server, a webhook source, plan and model agents, triggers, events and
 // their runs), then the run timeline, names instead of ids, the expression
 // "Try it" panel, sign-out, a 390 px wide screen and a viewer's pages. The
-// pictures of docs/console.md are taken here, from this tenant, so they
-// stay current.
+// pictures of docs/console.md are taken here, from this tenant, on every
+// run into test-output/ (a test run leaves the work tree as it was), and
+// into docs/console with AGENTPLANE_UPDATE_SCREENSHOTS=1 (`make screenshots`).
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
@@ -22,7 +23,7 @@ type Json = Record<string, unknown>;
 const AUD = "https://api.agentplane.test";
 const CLIENT_ID = "agentplane-console";
 const SCOPES = "openid platform:read platform:write";
-const DOCS = join(process.cwd(), "docs", "console");
+const DOCS = process.env.AGENTPLANE_UPDATE_SCREENSHOTS === "1" ? join(process.cwd(), "docs", "console") : join(process.cwd(), "test-output", "console-docs");
 
 let idp: TestIdp;
 let server: TestServer;
