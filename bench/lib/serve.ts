@@ -34,6 +34,18 @@ export async function startJwks() {
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`, token, close: () => server.close() };
 }
 
+// A PlatformService call (Connect JSON) in tenant `bench` on the service at `url`.
+export async function platformCall<T>(url: string, token: string, method: string, body: unknown): Promise<T> {
+  const res = await fetch(`${url}/platform.v1.PlatformService/${method}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "x-platform-tenant": "bench", "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (res.status !== 200) throw new Error(`${method}: ${res.status} ${text}`);
+  return JSON.parse(text) as T;
+}
+
 export async function freePort(): Promise<number> {
   const probe = createServer();
   await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
@@ -101,15 +113,8 @@ export class Service {
     }
   }
 
-  async call<T>(token: string, method: string, body: unknown): Promise<T> {
-    const res = await fetch(`${this.url}/platform.v1.PlatformService/${method}`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${token}`, "x-platform-tenant": "bench", "content-type": "application/json" },
-      body: JSON.stringify(body),
-    });
-    const text = await res.text();
-    if (res.status !== 200) throw new Error(`${method}: ${res.status} ${text}`);
-    return JSON.parse(text) as T;
+  call<T>(token: string, method: string, body: unknown): Promise<T> {
+    return platformCall<T>(this.url, token, method, body);
   }
 
   async stop(): Promise<void> {

@@ -20,7 +20,7 @@ import { positiveInt } from "../lib/env.js";
 import { startPrivatePostgres, type PrivatePostgres } from "../lib/private-postgres.js";
 import { describeHost, runBench } from "../lib/run.js";
 import { printTable } from "../lib/table.js";
-import { AUDIENCE, CLI, freePort, ISSUER, sleep, startJwks, SUBJECT } from "../lib/serve.js";
+import { AUDIENCE, CLI, freePort, ISSUER, platformCall, sleep, startJwks, SUBJECT } from "../lib/serve.js";
 import { startTrivialMcp } from "../lib/trivial-mcp.js";
 
 const exec = promisify(execFile);
@@ -86,15 +86,8 @@ class Replica {
     }
   }
 
-  async call<T>(token: string, method: string, body: unknown): Promise<T> {
-    const res = await fetch(`${this.url}/platform.v1.PlatformService/${method}`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${token}`, "x-platform-tenant": "bench", "content-type": "application/json" },
-      body: JSON.stringify(body),
-    });
-    const text = await res.text();
-    if (res.status !== 200) throw new Error(`${method}: ${res.status} ${text}`);
-    return JSON.parse(text) as T;
+  call<T>(token: string, method: string, body: unknown): Promise<T> {
+    return platformCall<T>(this.url, token, method, body);
   }
 
   // Lines of this replica's log that match.
