@@ -5,7 +5,8 @@
 // webhooks answer 503 while it is down and 200 / 202 again by themselves
 // once it is back, no acknowledged event is lost and every run, the ones in
 // flight at the crash included, ends succeeded. Then a SQLite file held
-// locked by another process: 503 while it lasts, 202 after, nothing lost.
+// locked by another process: /readyz and webhooks 503 while it lasts, 200 /
+// 202 after, nothing lost.
 import { randomBytes } from "node:crypto";
 import Database from "better-sqlite3";
 import { join } from "node:path";
@@ -196,7 +197,7 @@ describe("a database outage", () => {
     afterAll(() => dirs.removeAll());
 
     it(
-      "answers 503 while another process holds the write lock and 202 after, losing nothing",
+      "answers 503 on /readyz and webhooks while another process holds the write lock, 200 and 202 after, losing nothing",
       async () => {
         const dir = await dirs.withTenant("acme", "operator");
         const serve = new CliProcess(["serve"], { ...baseEnv(), AGENTPLANE_DATA_DIR: dir }, await freeLoopbackPort());
@@ -210,10 +211,13 @@ describe("a database outage", () => {
           db.exec("begin exclusive");
           const lockedAt = load.answers.length;
           await waitFor("a webhook answered 503", RECOVERY_MS, () => (load.answers.slice(lockedAt).some((a) => a.status === 503) ? true : undefined));
+          // Reads still work in WAL mode; readiness is about taking writes.
+          expect(await statusOf(`${serve.url}/readyz`)).toBe(503);
           await sleep(LEASE_SECONDS * 1000);
           db.exec("rollback");
           const freeAt = load.answers.length;
           await waitFor("a webhook answered 202 again", RECOVERY_MS, () => (load.answers.slice(freeAt).some((a) => a.status === 202) ? true : undefined));
+          await waitFor("/readyz to answer 200 again", RECOVERY_MS, async () => ((await statusOf(`${serve.url}/readyz`)) === 200 ? true : undefined));
           await load.stop();
 
           expect(new Set(load.answers.map((a) => a.status))).toEqual(new Set([202, 503]));

@@ -1,10 +1,10 @@
 import type Database from "better-sqlite3";
 import type { PruneResult, RetentionStore } from "../store.js";
 import { run } from "./errors.js";
+import { withLockWait } from "./lock-wait.js";
 
 // How long a prune waits for the write lock before leaving it to the next
-// round: better-sqlite3 waits on the event loop's thread, so not the store's
-// usual 5 s.
+// round.
 const LOCK_WAIT_MS = 250;
 
 // One batch is one short immediate transaction: it holds the write lock,
@@ -40,18 +40,6 @@ export function createSqliteRetention(raw: Database.Database): RetentionStore {
     }),
   );
   return {
-    prune: (before, batch) =>
-      run(() => {
-        const wait = raw.pragma("busy_timeout", { simple: true }) as number;
-        raw.pragma(`busy_timeout = ${LOCK_WAIT_MS}`);
-        try {
-          return prune.immediate(before, batch);
-        } catch (err) {
-          if ((err as { code?: unknown }).code === "SQLITE_BUSY") return undefined;
-          throw err;
-        } finally {
-          raw.pragma(`busy_timeout = ${wait}`);
-        }
-      }),
+    prune: (before, batch) => run(() => withLockWait(raw, LOCK_WAIT_MS, () => prune.immediate(before, batch))),
   };
 }

@@ -1,7 +1,8 @@
 import type Database from "better-sqlite3";
 import { Column, and, eq, getTableColumns, getTableName } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
-import { run } from "./errors.js";
+import { run, toStoreError } from "./errors.js";
+import { probeWritable } from "./readiness.js";
 import { byEvent } from "../runs-by-event.js";
 import { idFloor } from "../../lib/ids.js";
 import { createSqliteMemberChange, createSqliteMemberships } from "./members.js";
@@ -144,7 +145,6 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
   const { db, raw } = openSqlite(options);
   if (options.migrate !== false) migrateSqlite(db, raw);
   const { tenants, members, agents, skills, triggers, webhookSources, events, runs } = schema;
-  const ping = raw.prepare("select 1");
 
   const tenantReader = tableReader<rows.TenantRow>(raw, tenants);
   const tenantCol = (c: SQLiteColumn) => `${tenantReader.table}.${quote(c.name)}`;
@@ -242,7 +242,7 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
     rateLimits: createSqliteRateLimits(limits),
     retention: createSqliteRetention(raw),
     overview: createSqliteOverview(raw),
-    ping: () => run(() => void ping.get()),
+    ping: () => probeWritable(raw).catch((err: unknown) => Promise.reject(toStoreError(err))),
     close: () =>
       run(() => {
         signals.close();
