@@ -48,7 +48,12 @@ describe("trigger filters under a budget", () => {
     const event = (await must("GetEvent", { id: result.body.event_id }, "evil")).event as Json;
     expect(event.matchedTriggerIds).toEqual([friendly]);
     expect(slowestMs).toBeLessThan(1000);
-    expect(result.ms).toBeLessThan(1000);
+    // Its own webhook waits for the budget (CPU time, stretched in wall time
+    // on a loaded machine, and at most 20 times it) and a process respawn:
+    // this bound holds at load 15; that the budget cut it off is the filter
+    // error below, and unbudgeted these never answer or compute for seconds
+    // with /healthz stalled.
+    expect(result.ms).toBeLessThan(15_000);
     if (name === "backtracking") return; // linear-time regex: it simply does not match
     const saved = (await must("GetTrigger", { id: hostile }, "evil")).trigger as Json;
     expect(saved.filterError).toMatch(/^(timeout|depth|memory|limit): /);
@@ -58,14 +63,16 @@ describe("trigger filters under a budget", () => {
   it("suspends a filter that keeps overrunning, and counts it", async () => {
     const id = await trigger("evil", evil.agentId, "again.endless", HOSTILE_FILTERS.endless);
     for (let i = 0; i < 3; i++) expect((await post(evil.token, { event_type: "again.endless", payload: {} })).status).toBe(202);
-    // Suspended: answered without evaluating (no budget spent).
+    // Suspended: answered without evaluating (no budget spent, so no overrun).
+    const overruns = async () => Number(/agentplane_expression_overruns_total\{use="filter",reason="timeout"\} (\d+)/.exec(await (await fetch(`${ctx.server.url}/metrics`)).text())?.[1]);
+    const before = await overruns();
+    expect(before).toBeGreaterThan(0);
     const res = await post(evil.token, { event_type: "again.endless", payload: {} });
     expect(res).toMatchObject({ status: 202, body: { matched_triggers: 0 } });
-    expect(res.ms).toBeLessThan(50);
+    expect(await overruns()).toBe(before);
     const saved = (await must("GetTrigger", { id }, "evil")).trigger as Json;
     expect(saved.filterError).toMatch(/not evaluated for 60 s/);
     const metrics = await (await fetch(`${ctx.server.url}/metrics`)).text();
-    expect(metrics).toMatch(/agentplane_expression_overruns_total\{use="filter",reason="timeout"\} [1-9]/);
     expect(metrics).toMatch(/agentplane_trigger_filter_failures_total\{reason="suspended"\} [1-9]/);
     // Editing the trigger clears the record and the suspension.
     const updated = (await must("UpdateTrigger", { trigger: { id, webhook: { eventTypePattern: "again.endless", filter: "true" } } }, "evil")).trigger as Json;

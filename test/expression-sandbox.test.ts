@@ -54,22 +54,28 @@ describe("expression sandbox", () => {
     }
   });
 
+  // The budgets are CPU time (a loaded machine stretches them in wall time),
+  // so these tests read the sandbox's own account of what an expression
+  // used, not a stopwatch.
   it("cuts off an expression that never returns, and keeps serving", async () => {
-    const started = Date.now();
+    // Unbudgeted it never answers: answering at all is the cut-off.
     expect(await sandbox.evaluate("t", [ENDLESS, "1 = 1"], {}, 100, "filter")).toEqual([
       { ok: false, kind: "timeout", message: expect.any(String) },
       { ok: true, value: true },
     ]);
-    expect(Date.now() - started).toBeLessThan(1000);
     expect(overruns).toContain("filter:timeout");
   });
 
   it("cuts off a native step that never yields (a quadratic builtin) by killing its process", async () => {
+    // Unbudgeted, this one step computes for over 10 s of CPU.
     const items = Array.from({ length: 30_000 }, (_, i) => ({ i }));
-    const started = Date.now();
     const [outcome] = await sandbox.evaluate("t", ["$count($distinct(payload.items))"], { payload: { items } }, 100, "value");
     expect(outcome).toMatchObject({ ok: false, kind: "timeout", message: expect.stringContaining("stopped") });
-    expect(Date.now() - started).toBeLessThan(1000);
+    const cpuMs = Number(/it used (\d+) ms of CPU time/.exec((outcome as { message: string }).message)?.[1]);
+    // Past budget + slack by the watchdog's 10 ms rounds and /proc's 10 ms ticks;
+    // a watchdog late under load adds little: the process runs at nice 19.
+    expect(cpuMs).toBeGreaterThanOrEqual(100);
+    expect(cpuMs).toBeLessThan(500);
     expect(await sandbox.evaluate("t", ["1 + 1"], {}, 100, "value")).toEqual([{ ok: true, value: 2 }]);
   });
 
@@ -95,16 +101,19 @@ describe("expression sandbox", () => {
   );
 
   it("serves tenants round-robin: one tenant's queue of runaway filters delays another's by about one budget", async () => {
-    const flood = Array.from({ length: 20 }, () => sandbox.evaluate("noisy", [ENDLESS], {}, 100, "filter"));
+    // Counted in jobs served ahead of it, not milliseconds: a loaded machine
+    // stretches every budget alike.
+    let noisyDone = 0;
+    const flood = Array.from({ length: 20 }, () => sandbox.evaluate("noisy", [ENDLESS], {}, 100, "filter").then(() => noisyDone++));
     await new Promise((r) => setTimeout(r, 50));
-    const started = Date.now();
     // Not bounded, so it goes through the processes, behind the noisy queue.
     expect(await sandbox.evaluate("quiet", ["$sum([1..3].($ * 2)) = 12"], {}, 100, "filter")).toEqual([{ ok: true, value: true }]);
-    const waited = Date.now() - started;
+    const aheadOfQuiet = noisyDone;
     await Promise.all(flood);
-    // 20 noisy jobs at ~100 ms each on 2 processes is ~1 s in a FIFO; fair, the
-    // quiet one waits for at most the jobs already running (and a respawn).
-    expect(waited).toBeLessThan(600);
+    // In a FIFO the quiet one would wait for all 20; fair, for at most the
+    // jobs already running on the 2 processes, and the ones taken while it
+    // was being queued.
+    expect(aheadOfQuiet).toBeLessThanOrEqual(4);
   });
 
   it("keeps serving a tenant whose expression was cut off on the second process while the first stood idle", async () => {
@@ -120,8 +129,8 @@ describe("expression sandbox", () => {
       const items = Array.from({ length: 30_000 }, (_, i) => ({ i }));
       const runaway = fresh.evaluate("runaway", ["$count($distinct(payload.items)) > 1", SANDBOXED], { payload: { items } }, 200, "filter");
       expect(await quick).toEqual([{ ok: true, value: true }]);
-      const settled = await Promise.race([runaway, new Promise((r) => setTimeout(() => r("still waiting after 5 s"), 5000))]);
-      expect(settled).toEqual([
+      // Before the fix it never settled (jest's timeout ends that wait).
+      expect(await runaway).toEqual([
         { ok: false, kind: "timeout", message: expect.stringContaining("stopped") },
         { ok: true, value: true },
       ]);

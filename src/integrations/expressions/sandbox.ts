@@ -353,11 +353,15 @@ export class ExpressionSandbox {
         const { running, process: proc } = slot;
         if (!running || !proc) continue;
         const cpu = slot.cpuAtStart === undefined ? undefined : processCpuMs(proc.child.pid);
-        const used = cpu === undefined ? now - slot.startedAt : cpu - slot.cpuAtStart!;
+        const wall = now - slot.startedAt;
+        const used = cpu === undefined ? wall : cpu - slot.cpuAtStart!;
         const limit = running.job.budgetMs + this.#o.hardKillSlackMs;
-        if (used <= limit && now - slot.startedAt <= limit * WALL_CEILING) continue;
+        if (used <= limit && wall <= limit * WALL_CEILING) continue;
         proc.child.kill("SIGKILL");
-        this.#lost(proc, "timeout", `evaluation exceeded its ${running.job.budgetMs} ms budget and was stopped`);
+        // What it used says which clock stopped it (operators read it in a
+        // trigger's filter error or a run's error).
+        const spent = cpu === undefined ? `${wall} ms` : `${used} ms of CPU time in ${wall} ms`;
+        this.#lost(proc, "timeout", `evaluation exceeded its ${running.job.budgetMs} ms budget and was stopped (it used ${spent})`);
       }
       if (!this.#slots.some((s) => s.running)) this.#watch();
     }, 10);
