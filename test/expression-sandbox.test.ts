@@ -72,9 +72,10 @@ describe("expression sandbox", () => {
     const [outcome] = await sandbox.evaluate("t", ["$count($distinct(payload.items))"], { payload: { items } }, 100, "value");
     expect(outcome).toMatchObject({ ok: false, kind: "timeout", message: expect.stringContaining("stopped") });
     const cpuMs = Number(/it used (\d+) ms of CPU time/.exec((outcome as { message: string }).message)?.[1]);
-    // Past budget + slack by the watchdog's 10 ms rounds and /proc's 10 ms ticks;
-    // a watchdog late under load adds little: the process runs at nice 19.
-    expect(cpuMs).toBeGreaterThanOrEqual(100);
+    // Stopped at its budget (+ slack, the watchdog's 10 ms rounds, /proc's
+    // 10 ms ticks), or earlier by the wall ceiling on a machine too loaded
+    // to give it a core; a watchdog late under load adds little: the
+    // process runs at a lower priority than the service.
     expect(cpuMs).toBeLessThan(500);
     expect(await sandbox.evaluate("t", ["1 + 1"], {}, 100, "value")).toEqual([{ ok: true, value: 2 }]);
   });
@@ -83,7 +84,7 @@ describe("expression sandbox", () => {
     "survives an expression that exhausts its process's memory",
     async () => {
       // A small heap, and a budget no loaded machine reaches first (the
-      // process runs at nice 19): it is the memory limit that stops it.
+      // process runs at nice 10): it is the memory limit that stops it.
       // 200 arrays of 100,000 numbers, each well within the size limits
       // (AGENTPLANE_EXPRESSION_MAX_CHARS, 10^6 items), together far past 32 MB.
       const small = new ExpressionSandbox({ workers: 1, memoryMb: 32 });
