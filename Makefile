@@ -177,6 +177,7 @@ bench: build
 	node dist/bench/e2e/run.js
 	node dist/bench/postgres/queue.js
 	node dist/bench/outage/run.js
+	node dist/bench/console/first-paint.js
 
 clean:
 	rm -rf dist
