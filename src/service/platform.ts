@@ -23,7 +23,7 @@ import { memberHandlers } from "./members.js";
 import { overviewHandlers } from "./overview.js";
 import { membershipHandlers } from "./memberships.js";
 import { runHandlers } from "./runs.js";
-import { DEFAULT_STREAM_LIMITS, Streams, type StreamLimits } from "./streams.js";
+import { closedOnAbort, DEFAULT_STREAM_LIMITS, Streams, type StreamLimits } from "./streams.js";
 import { eventStreamHandlers } from "./watch-events.js";
 import { runStreamHandlers } from "./watch-runs.js";
 import { skillHandlers } from "./skills.js";
@@ -183,22 +183,28 @@ export function createPlatform(options: PlatformOptions) {
     ...entries,
     // The same for a server-streaming method: authorized as a unary call
     // (before the first message), then the handler's messages until it ends
-    // or `signal` aborts (the caller went away). Its store errors come while
+    // or `signal` aborts (the caller went away; then at once, even while its
+    // reader holds a message and never comes back). Its store errors come while
     // its messages are read, so they are translated here.
-    async *stream(method: DescMethod, request: unknown, caller: CallerInput, signal: AbortSignal): AsyncGenerator<unknown> {
-      try {
-        const call = told(caller, await access.authorize(method, caller, "api"));
-        if (call.tenant) annotate({ [ATTR.tenant]: call.tenant.id });
-        checkStorableRequest(method, request);
-        const handler = streamHandlers[method.localName as keyof PlatformStreamHandlers] as (
-          req: unknown,
-          c: typeof call,
-          s: AbortSignal,
-        ) => AsyncIterable<unknown>;
-        yield* handler(request, call, signal);
-      } catch (err) {
-        fromStoreError(err);
-      }
+    stream(method: DescMethod, request: unknown, caller: CallerInput, signal: AbortSignal): AsyncGenerator<unknown> {
+      return closedOnAbort(
+        (async function* () {
+          try {
+            const call = told(caller, await access.authorize(method, caller, "api"));
+            if (call.tenant) annotate({ [ATTR.tenant]: call.tenant.id });
+            checkStorableRequest(method, request);
+            const handler = streamHandlers[method.localName as keyof PlatformStreamHandlers] as (
+              req: unknown,
+              c: typeof call,
+              s: AbortSignal,
+            ) => AsyncIterable<unknown>;
+            yield* handler(request, call, signal);
+          } catch (err) {
+            fromStoreError(err);
+          }
+        })(),
+        signal,
+      );
     },
     allows: access.allows,
     // Streams open in this process.

@@ -79,6 +79,27 @@ export class Streams {
   }
 }
 
+// The messages of `source`, which is closed (its `finally` blocks run, its
+// session is released) as soon as `signal` aborts, even while its reader is
+// away. Ending at the next `session.next()` is not enough: a generator that
+// has yielded only resumes when its reader asks again, and Connect's reader
+// (connect-node 2.1.2) may never do so. It waits for each write's callback or
+// 'drain'; Node's ServerResponse drops a write made after its socket is
+// destroyed but before it closes itself, with neither, and then emits
+// 'close', not 'error'. The caller's slot would stay taken until the idle end.
+export async function* closedOnAbort<T>(source: AsyncGenerator<T>, signal: AbortSignal): AsyncGenerator<T> {
+  // Queued behind a look at the store in progress (then the session's own
+  // abort ends the loop); nobody is left to tell of an error in the finally.
+  const close = () => void source.return(undefined).catch(() => {});
+  if (signal.aborted) close();
+  signal.addEventListener("abort", close);
+  try {
+    yield* source;
+  } finally {
+    signal.removeEventListener("abort", close);
+  }
+}
+
 // One open stream: when to look at the store again, when to end.
 export class StreamSession {
   readonly #limits: StreamLimits;
