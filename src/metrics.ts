@@ -136,11 +136,19 @@ export function createMetrics(options: MetricsOptions = {}) {
       };
     },
     // Labels use the route pattern, never the raw URL, to bound cardinality.
+    // Counted when the response closes, not on Fastify's onResponse: that
+    // waits for the response to finish, which a stream whose client went
+    // away (how a console tab's streams end) never does. A request left
+    // before its response began has the status "aborted".
     instrument(app: FastifyInstance) {
-      app.addHook("onResponse", async (req, reply) => {
-        const labels = { method: req.method, route: req.routeOptions.url ?? "unmatched", status: String(reply.statusCode) };
-        requests.inc(labels);
-        duration.observe(labels, reply.elapsedTime / 1000);
+      app.addHook("onRequest", (req, reply, done) => {
+        reply.raw.once("close", () => {
+          const status = reply.raw.headersSent ? String(reply.raw.statusCode) : "aborted";
+          const labels = { method: req.method, route: req.routeOptions.url ?? "unmatched", status };
+          requests.inc(labels);
+          duration.observe(labels, reply.elapsedTime / 1000);
+        });
+        done();
       });
     },
     // What GET /metrics answers.

@@ -53,6 +53,12 @@ afterEach(async () => {
 const openStreams = async () =>
   Number(/^agentplane_streams_open (\d+)/m.exec(await (await fetch(`${server.url}/metrics`)).text())?.[1]);
 
+// agentplane_http_requests_total for WatchEvents, summed over its statuses.
+const watchRequests = async () =>
+  [...(await (await fetch(`${server.url}/metrics`)).text()).matchAll(/^agentplane_http_requests_total\{[^}]*route="\/platform\.v1\.PlatformService\/WatchEvents"[^}]*\} (\d+)/gm)]
+    .map((m) => Number(m[1]))
+    .reduce((a, b) => a + b, 0);
+
 const post = async (n: number) => {
   const res = await fetch(`${server.url}/webhooks/events`, {
     method: "POST",
@@ -76,6 +82,7 @@ const transports: Record<string, () => Transport> = {
 // round's end is a condition, not a wait.
 it.each(Object.keys(transports))("frees a WatchEvents stream over %s whose client leaves while events keep coming", async (protocol) => {
   const client = createClient(PlatformService, transports[protocol]!());
+  const counted = await watchRequests();
   for (let round = 0; round < 5; round++) {
     const controller = new AbortController();
     const stream = client.watchEvents({}, { headers: bearer(api, "acme"), signal: controller.signal });
@@ -97,6 +104,8 @@ it.each(Object.keys(transports))("frees a WatchEvents stream over %s whose clien
     await waitFor("the stream to end on the server", 10_000, async () => ((await openStreams()) === 0 ? true : undefined));
     expect(server.store.signals.tenantListeners()).toBe(0);
   }
+  // Each stream is a request in the HTTP metrics, though it never finished.
+  await waitFor("the streams to be counted", 10_000, async () => ((await watchRequests()) === counted + 5 ? true : undefined));
 });
 
 // The same without the race: the platform's stream is ended by its signal
