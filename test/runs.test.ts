@@ -12,7 +12,7 @@ import { newId } from "../src/lib/ids.js";
 import { createLogger } from "../src/log.js";
 import type { ExecutionResult, Executor } from "../src/runtime/executor.js";
 import { Scheduler } from "../src/runtime/scheduler.js";
-import { Worker } from "../src/runtime/worker.js";
+import { DEFAULT_STOP_GRACE_MS, Worker } from "../src/runtime/worker.js";
 import { SignalHub } from "../src/store/signal-hub.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { bearer, connectCall, startServer, type TestServer, type TestServerOptions } from "./support/server.js";
@@ -449,12 +449,14 @@ describe("runs", () => {
 
   describe("graceful shutdown", () => {
     const aborts: string[] = [];
+    const abortedAt: number[] = [];
     const started = new Set<string>();
     const executor: Executor = {
       execute: (run, ctx) =>
         new Promise<ExecutionResult>((resolve) => {
           started.add(run.id);
           ctx.signal.addEventListener("abort", () => {
+            abortedAt.push(Date.now());
             aborts.push((ctx.signal.reason as Error).message);
             resolve({ status: "failed", error: "aborted" });
           });
@@ -469,8 +471,10 @@ describe("runs", () => {
 
       const asked = Date.now();
       await t.server.app.stop(100);
-      expect(Date.now() - asked).toBeLessThan(2000);
       expect(aborts).toEqual(["worker shutting down"]);
+      // The run never ends by itself: aborted before the default grace, it
+      // was the 100 ms grace that ran out, whatever the machine's load.
+      expect(abortedAt[0]! - asked).toBeLessThan(DEFAULT_STOP_GRACE_MS);
       expect(t.row(id)).toMatchObject({ status: "queued", attempt: 0, lease_owner: null, lease_expire_time: null, end_time: null });
       // afterAll's close() stops the app a second time, which must be harmless.
     });
