@@ -64,7 +64,9 @@ function read<T>(open: (signal: AbortSignal) => AsyncIterable<T>): Reader<T> {
   return { messages, done, stop: () => controller.abort(), opened: () => opened };
 }
 
-async function until(check: () => boolean | Promise<boolean>, ms = 5000): Promise<void> {
+// The deadline is room for any load, not a measure: no test here tells a
+// fast path from a slow one by it.
+async function until(check: () => boolean | Promise<boolean>, ms = 30_000): Promise<void> {
   const deadline = Date.now() + ms;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`not within ${ms} ms`);
@@ -141,10 +143,24 @@ describe("on SQLite, with the agent runtime", () => {
   }
 
   it.each(PROTOCOLS)("WatchRun over %s delivers each step in order and ends at succeeded", async (protocol) => {
-    const agentId = await threeStepAgent();
+    // Each step's tool call waits until the stream has shown the step before
+    // it ended: two step ends never reach the stream as one change, however
+    // slow the machine.
+    const steps = [1, 2, 3].map((n) => ({ skillId, tool: "track", arguments: `{"key": "step ${n}", "ms": 0}` }));
+    const agentId = (await api.createAgent({ agent: { name: `gated ${++agents}`, skillIds: [skillId], steps } }, acme())).agent!.id;
+    const ended = (r: Run) => r.steps.filter((s) => s.endTime).length;
+    const releases = [1, 2, 3].map((n) => mcp.holdTrackKey(`step ${n}`));
     const { run } = await api.runAgent({ id: agentId }, acme());
     const client = createClient(PlatformService, transport(server, protocol));
     const watched = read((signal) => client.watchRun({ id: run!.id }, { ...acme(), signal }));
+    try {
+      for (const [i, release] of releases.entries()) {
+        await until(() => watched.messages.some((m) => ended(m.run!) === i));
+        release();
+      }
+    } finally {
+      for (const release of releases) release();
+    }
     const end = await watched.done;
     expect(end.error).toBeUndefined();
     const runs = watched.messages.map((m) => m.run!);
@@ -152,16 +168,15 @@ describe("on SQLite, with the agent runtime", () => {
     expect([RunStatus.QUEUED, RunStatus.RUNNING]).toContain(runs[0]!.status);
     // The last message is the ended run, once; nothing comes after it.
     expect(runs.at(-1)!.status).toBe(RunStatus.SUCCEEDED);
-    expect(toJson(ValueSchema, runs.at(-1)!.output!)).toEqual({ waited: 150 });
+    expect(toJson(ValueSchema, runs.at(-1)!.output!)).toEqual("tracked");
     expect(runs.filter((r) => r.status === RunStatus.SUCCEEDED)).toHaveLength(1);
     // Each step appears while the run goes on, in order, and stays as it was.
-    const ended = (r: Run) => r.steps.filter((s) => s.endTime).length;
     const counts = runs.map(ended);
     expect(counts).toEqual([...counts].sort((a, b) => a - b));
     expect(new Set(counts)).toEqual(new Set([0, 1, 2, 3]));
     for (const r of runs)
       r.steps.forEach((step, i) => {
-        expect(step.tool).toBe("slow");
+        expect(step.tool).toBe("track");
         if (step.endTime) expect(runs.at(-1)!.steps[i]!.endTime).toEqual(step.endTime);
       });
     // No message repeats the one before it.
@@ -235,13 +250,19 @@ describe("on SQLite, with the agent runtime", () => {
   });
 
   it("WatchRuns filters by status and agent; a viewer may watch", async () => {
-    const agentId = await threeStepAgent();
+    // Its one step waits until the stream has shown the run running.
+    const key = `filters ${++agents}`;
+    const steps = [{ skillId, tool: "track", arguments: `{"key": "${key}", "ms": 0}` }];
+    const agentId = (await api.createAgent({ agent: { name: key, skillIds: [skillId], steps } }, acme())).agent!.id;
+    const release = mcp.holdTrackKey(key);
     const succeeded = read((signal) => api.watchRuns({ status: RunStatus.SUCCEEDED, agentId }, { ...acme(), signal }));
     const everything = read((signal) => api.watchRuns({ agentId }, { headers: headers("watcher", "acme"), signal }));
     const rival = read((signal) => api.watchRuns({}, { headers: headers("rival", "globex"), signal }));
     await until(() => [succeeded, everything, rival].every((r) => r.opened() !== undefined));
     const { run } = await api.runAgent({ id: agentId }, acme());
-    await until(() => succeeded.messages.length === 1);
+    await until(() => everything.messages.some((m) => m.run!.status === RunStatus.RUNNING)).finally(release);
+    // Each stream has the end (streams see a change apart), then a poll later nothing more.
+    await until(() => succeeded.messages.length === 1 && everything.messages.some((m) => m.run!.status === RunStatus.SUCCEEDED));
     await new Promise((r) => setTimeout(r, 1500));
     for (const r of [succeeded, everything, rival]) r.stop();
 
@@ -379,6 +400,8 @@ describe("on PostgreSQL, two replicas", () => {
     expect((await watched.done).error).toBeUndefined();
     expect(watched.messages.at(-1)!.run!.status).toBe(RunStatus.SUCCEEDED);
 
+    // By NOTIFY (A polls once in 10 minutes), then nothing more.
+    await until(() => runs.messages.some((m) => m.run!.id === run!.id), 30_000);
     await new Promise((r) => setTimeout(r, 1200));
     for (const r of [events, runs, rival]) r.stop();
     expect(rival.messages).toEqual([]);
