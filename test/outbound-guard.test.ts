@@ -99,7 +99,8 @@ async function runTool(on: TestServer, skillId: string, tool: string, args: stri
   return waitForRun(on, ((await must(on, "RunAgent", { id: agent.id })).run as Json).id as string);
 }
 
-async function until(what: string, done: () => boolean, ms = 5000): Promise<void> {
+// The deadline is room for any load, not a measure.
+async function until(what: string, done: () => boolean, ms = 30_000): Promise<void> {
   const deadline = Date.now() + ms;
   while (!done()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);

@@ -707,15 +707,19 @@ describe("PostgreSQL store across replicas", () => {
     const store = await createPostgresStore({ url: db.url, poolSize: 5, hotPathTimeoutMs: 500 });
     const tenantId = await tenant();
     const source = await a.webhookSources.insert(sourceRow(tenantId));
-    // Settles within the deadline, or names the call that still waits.
-    const settle = (what: string, call: Promise<unknown>) =>
-      Promise.race([
+    // Settles within the deadline, or names the call that still waits. The
+    // deadline, 60 times the hot-path timeout, is room for any load: what it
+    // catches is a call that would wait for good.
+    const settle = (what: string, call: Promise<unknown>) => {
+      let timer: NodeJS.Timeout | undefined;
+      return Promise.race([
         call.then(
           () => `${what}: answered`,
           (err: Error) => `${what}: ${err.name}`,
         ),
-        new Promise<string>((resolve) => setTimeout(() => resolve(`${what}: still waiting`), 3000)),
-      ]);
+        new Promise<string>((resolve) => (timer = setTimeout(() => resolve(`${what}: still waiting`), 30_000))),
+      ]).finally(() => clearTimeout(timer));
+    };
     try {
       for (let round = 0; round < 3; round++) {
         // Back to serving: a pooled connection the last outage ended may fail its next call first.

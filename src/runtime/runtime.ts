@@ -38,6 +38,9 @@ export interface RuntimeOptions {
   // The scheduler fires schedule triggers: one per process group (tests
   // drive it by hand instead).
   scheduler: boolean;
+  // How often the scheduler reads the triggers with no change signalled
+  // (Scheduler's default unless given).
+  scheduleRefreshMs?: number;
 }
 
 // What executes runs, wherever it is: a runtime on this thread, or worker
@@ -128,6 +131,7 @@ export function buildRuntime(options: BuildRuntimeOptions): Runtime {
         },
         maxQueuedRuns: options.maxQueuedRuns ?? Infinity,
         observer,
+        ...(options.scheduleRefreshMs !== undefined && { refreshMs: options.scheduleRefreshMs }),
       })
     : undefined;
   // What other processes did, as the store reports it. Not bound: a test may

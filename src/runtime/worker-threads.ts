@@ -6,6 +6,7 @@
 import { Worker as Thread } from "node:worker_threads";
 import type { Logger } from "pino";
 import type { Execution } from "./runtime.js";
+import { DEFAULT_STOP_GRACE_MS } from "./worker.js";
 
 // From the HTTP thread to a runtime thread.
 export type ToThread = { type: "wake" } | { type: "cancel"; runId: string } | { type: "stop"; graceMs: number } | { type: "metrics"; id: number };
@@ -79,7 +80,7 @@ export class WorkerThreads implements Execution {
     this.#post({ type: "cancel", runId });
   }
 
-  async stop(graceMs = 10_000): Promise<void> {
+  async stop(graceMs = DEFAULT_STOP_GRACE_MS): Promise<void> {
     this.#stopping = true;
     this.#post({ type: "stop", graceMs });
     const exits = [...this.#exits.values()];

@@ -33,6 +33,9 @@ export interface WorkerOptions {
   recordLimits?: RecordLimits;
 }
 
+// How long stop() lets running runs finish when not told.
+export const DEFAULT_STOP_GRACE_MS = 10_000;
+
 const FINISH_RETRY_FIRST_MS = 100;
 const FINISH_RETRY_MAX_MS = 5_000;
 
@@ -140,7 +143,7 @@ export class Worker {
 
   // Stops claiming, lets running runs finish for up to `graceMs`, then aborts
   // and releases the rest to the queue for another worker.
-  async stop(graceMs = 10_000): Promise<void> {
+  async stop(graceMs = DEFAULT_STOP_GRACE_MS): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#timer);
     const all = () => Promise.all([...this.#active.values()].map((a) => a.done));

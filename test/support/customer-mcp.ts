@@ -71,6 +71,8 @@ export interface CustomerMcp {
    * test needs, whatever the machine's load.
    */
   holdTrack(): () => void;
+  /** As holdTrack, only the "track" calls of this key. */
+  holdTrackKey(key: string): () => void;
   /** Authenticated requests answered with the `redirect` option's redirect. */
   redirects(): number;
   /**
@@ -175,6 +177,8 @@ interface ToolState {
   timers: Set<{ timer: NodeJS.Timeout; cancel: () => void }>;
   /** While set, "track" calls wait for it before answering (holdTrack). */
   trackGate?: Promise<void>;
+  /** Gates of single keys (holdTrackKey). */
+  keyGates: Map<string, Promise<void>>;
 }
 
 function buildMcpServer(state: ToolState): McpServer {
@@ -226,6 +230,7 @@ function buildMcpServer(state: ToolState): McpServer {
       const start = Date.now();
       await new Promise((resolve) => setTimeout(resolve, ms));
       await state.trackGate;
+      await state.keyGates.get(key);
       state.tracked.push({ key, start, end: Date.now() });
       return { content: [{ type: "text", text: "tracked" }] };
     },
@@ -336,7 +341,7 @@ function toolCallsIn(messages: RpcMessage[]): ToolCallRequest[] {
 }
 
 async function startHttp(setup: HttpServerSetup): Promise<RunningServer> {
-  const state: ToolState = { calls: [], tracked: [], timers: new Set() };
+  const state: ToolState = { calls: [], tracked: [], timers: new Set(), keyGates: new Map() };
   let requests = 0;
   const traceparents: string[] = [];
   const log: LoggedRequest[] = [];
@@ -435,6 +440,14 @@ async function startHttp(setup: HttpServerSetup): Promise<RunningServer> {
         state.trackGate = new Promise<void>((resolve) => (release = resolve));
         return () => {
           state.trackGate = undefined;
+          release();
+        };
+      },
+      holdTrackKey: (key) => {
+        let release!: () => void;
+        state.keyGates.set(key, new Promise<void>((resolve) => (release = resolve)));
+        return () => {
+          state.keyGates.delete(key);
           release();
         };
       },

@@ -8,6 +8,9 @@ import * as schema from "./schema.js";
 
 export type Db = BetterSQLite3Database<typeof schema>;
 
+// How long a statement waits for another connection's write lock.
+export const BUSY_TIMEOUT_MS = 5000;
+
 export interface SqliteOptions {
   // File path, or ":memory:".
   path: string;
@@ -26,7 +29,7 @@ export function openSqlite(options: SqliteOptions): OpenedSqlite {
   raw.pragma("journal_mode = WAL");
   raw.pragma(`synchronous = ${options.synchronous ?? "FULL"}`);
   raw.pragma("foreign_keys = ON");
-  raw.pragma("busy_timeout = 5000");
+  raw.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   return { raw, db: drizzle(raw, { schema }) };
 }
 
