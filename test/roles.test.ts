@@ -96,7 +96,7 @@ describe("agentplane serve --role", () => {
     expect(customer.toolCalls().filter((c) => c.name === "echo")).toEqual([{ name: "echo", arguments: { text: "hi" } }]);
     await Promise.all([api.stop(), worker.stop()]);
     expect([api.exitCode, worker.exitCode]).toEqual([0, 0]);
-  }, 45_000);
+  });
 
   it("all executes runs in worker threads, and a cancel through the API aborts a run executing in one at once", async () => {
     const dir = await dataDir();
@@ -117,7 +117,7 @@ describe("agentplane serve --role", () => {
     const quick = await agentCalling(serve, "echo", '{"text": "after"}');
 
     const long = [await runAgent(serve, slow), await runAgent(serve, slow)];
-    for (const r of long) await runStatus(serve, r.id, "RUN_STATUS_RUNNING", 5_000);
+    for (const r of long) await runStatus(serve, r.id, "RUN_STATUS_RUNNING", 30_000);
     const next = await runAgent(serve, quick);
     await sleep(300);
     expect((await getRun(serve, next.id)).status).toBe("RUN_STATUS_QUEUED");
@@ -129,21 +129,27 @@ describe("agentplane serve --role", () => {
     await serve.call("CancelRun", { id: long[1]!.id });
     await serve.stop();
     expect(serve.exitCode).toBe(0);
-  }, 45_000);
+  });
 
   it("SIGTERM lets a run in flight in a worker thread finish, then exits", async () => {
     const dir = await dataDir();
     const serve = new Serve(dir, await freeLoopbackPort(), ["--role", "all"], { AGENTPLANE_WORKER_THREADS: "1" });
     await serve.ready("agentplane serve to be ready", 15_000);
-    const agentId = await agentCalling(serve, "slow", '{"ms": 1500}');
+    // The step is held until the process is shutting down: the run is in
+    // flight at the SIGTERM whatever the machine's load (a 1.5 s step could
+    // end before a loaded poll saw it running).
+    const release = customer.holdTrackKey("sigterm");
+    const agentId = await agentCalling(serve, "track", '{"key": "sigterm", "ms": 0}');
     const run = await runAgent(serve, agentId);
-    await runStatus(serve, run.id, "RUN_STATUS_RUNNING", 5_000);
+    await runStatus(serve, run.id, "RUN_STATUS_RUNNING", 30_000);
     serve.child.kill("SIGTERM");
+    await waitFor("serve to be shutting down", 30_000, () => (serve.output.includes("shutting down") ? true : undefined));
+    release();
     await serve.exit;
     expect(serve.exitCode).toBe(0);
     expect(storedRun(dir, run.id)).toEqual({ status: "succeeded", lease_owner: null });
     expect(serve.output).toContain("shutting down");
-  }, 30_000);
+  });
 
   it("refuses an unknown role, naming the choices", async () => {
     const dir = await dataDir();
