@@ -15,7 +15,7 @@ import { sign as githubSign } from "@octokit/webhooks-methods";
 import { noopExecutor, type Executor } from "../src/runtime/executor.js";
 import { SecretBox } from "../src/lib/secret-box.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
-import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { bearer, connectCall, sourcesChanged, startServer, type TestServer } from "./support/server.js";
 import { PLACEHOLDER_MODEL } from "./support/agents.js";
 
 type Json = Record<string, unknown>;
@@ -61,15 +61,6 @@ async function within(check: () => Promise<boolean>, ms = SIGNAL_MS): Promise<nu
 }
 
 // One change signal on `s` that webhook sources changed.
-const sourcesChanged = (s: TestServer) =>
-  new Promise<void>((resolve) => {
-    const stop = s.store.signals.onChanged((table) => {
-      if (table !== undefined && table !== "webhook_sources") return;
-      stop();
-      resolve();
-    });
-  });
-
 const matchedOn = (server: TestServer, token: string, n: number) => async () => (await post(server, token)).matched === n;
 const statusOn = (server: TestServer, token: string, status: number) => async () => (await post(server, token)).status === status;
 

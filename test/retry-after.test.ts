@@ -2,16 +2,12 @@
 // source's rate limit refused over Connect, the REST mirror, the platform MCP
 // endpoint and the webhook endpoint each carries `Retry-After`, because all
 // of them answer through one mapping of service errors to HTTP.
-import { createAuthenticator } from "../src/integrations/identity/index.js";
-import { startIdp, type TestIdp } from "./support/oidc-idp.js";
-import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
-
-const AUD = "https://api.agentplane.test";
-const SCOPES = ["platform:read", "platform:write", "mcp:platform.read", "mcp:platform.write"];
+import { startTwoTenantIdp, type TwoTenantIdp } from "./support/two-tenant-idp.js";
+import { bearer, connectCall, type TestServer } from "./support/server.js";
 
 type Json = Record<string, unknown>;
 
-let idp: TestIdp;
+let idp: TwoTenantIdp;
 let server: TestServer;
 let api: string;
 let mcp: string;
@@ -19,18 +15,11 @@ let mcp: string;
 const sources: { id: string; token: string }[] = [];
 
 beforeAll(async () => {
-  idp = await startIdp({
-    accessTokenFormat: "jwt",
-    audience: AUD,
-    scopes: SCOPES,
-    clients: [{ clientId: "admin", clientSecret: "admin-secret-0123456789", scope: SCOPES.join(" ") }],
-  });
-  api = await idp.token("admin", "platform:read platform:write");
-  mcp = await idp.token("admin", "mcp:platform.read mcp:platform.write");
-  const authenticator = createAuthenticator({ mode: "jwt", issuer: idp.issuer, audience: AUD, algorithms: ["RS256"], clockToleranceSeconds: 60 });
+  idp = await startTwoTenantIdp();
+  api = idp.token.admin!;
+  mcp = idp.token.adminMcp!;
   // A bucket of one token refilled every 100 s: the second event is refused.
-  server = await startServer({ authenticator, mcpAuthorizationServers: [idp.issuer], webhook: { maxBytes: 4096, ratePerSecond: 0.01, burst: 1 } });
-  await server.seedTenant("acme", [{ subject: "admin", role: "admin" }]);
+  server = await idp.start({ webhook: { maxBytes: 4096, ratePerSecond: 0.01, burst: 1 } });
   for (let i = 0; i < 4; i++) {
     const res = await connectCall(server, "CreateWebhookSource", { webhookSource: { name: `shop-${i}` } }, bearer(api, "acme"));
     sources.push({ id: (res.body.webhookSource as Json).id as string, token: res.body.token as string });
@@ -38,7 +27,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await server?.close();
-  await idp?.stop();
+  await idp?.idp.stop();
 });
 
 const EVENT = { eventType: "order.created", payload: { id: "o-1" } };

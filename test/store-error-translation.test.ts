@@ -3,34 +3,23 @@
 // every caller as the API's code, whichever way it came in.
 import { create } from "@bufbuild/protobuf";
 import { ListTenantsRequestSchema } from "../gen/platform/v1/platform_service_pb.js";
-import { createAuthenticator } from "../src/integrations/identity/index.js";
 import { StoreConflictError, StoreUnavailableError } from "../src/store/errors.js";
 import { PLACEHOLDER_MODEL } from "./support/agents.js";
-import { startIdp, type TestIdp } from "./support/oidc-idp.js";
-import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { startTwoTenantIdp, type TwoTenantIdp } from "./support/two-tenant-idp.js";
+import { bearer, connectCall, type TestServer } from "./support/server.js";
 
-const AUD = "https://api.agentplane.test";
-const SCOPES = ["platform:read", "platform:write"];
-
-let idp: TestIdp;
+let idp: TwoTenantIdp;
 let server: TestServer;
 let token: string;
 
 beforeAll(async () => {
-  idp = await startIdp({
-    accessTokenFormat: "jwt",
-    audience: AUD,
-    scopes: SCOPES,
-    clients: [{ clientId: "admin", clientSecret: "admin-secret-0123456789", scope: SCOPES.join(" ") }],
-  });
-  token = await idp.token("admin", SCOPES.join(" "));
-  const authenticator = createAuthenticator({ mode: "jwt", issuer: idp.issuer, audience: AUD, algorithms: ["RS256"], clockToleranceSeconds: 60 });
-  server = await startServer({ authenticator });
-  await server.seedTenant("acme", [{ subject: "admin", role: "admin" }]);
+  idp = await startTwoTenantIdp();
+  token = idp.token.admin!;
+  server = await idp.start();
 });
 afterAll(async () => {
   await server?.close();
-  await idp?.stop();
+  await idp?.idp.stop();
 });
 
 // Makes one repository method fail as the store would, until the test ends.

@@ -11,39 +11,28 @@ import { createClient, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { PlatformService, WatchEventsRequestSchema } from "../gen/platform/v1/platform_service_pb.js";
-import { createAuthenticator } from "../src/integrations/identity/index.js";
-import { startIdp, type TestIdp } from "./support/oidc-idp.js";
-import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
+import { startTwoTenantIdp, type TwoTenantIdp } from "./support/two-tenant-idp.js";
+import { bearer, connectCall, type TestServer } from "./support/server.js";
 import { waitFor } from "./support/wait.js";
 
-const AUD = "https://api.agentplane.test";
-const SCOPES = ["platform:read", "platform:write"];
-
-let idp: TestIdp;
+let idp: TwoTenantIdp;
 let server: TestServer;
 let api: string;
 let token: string;
 
 beforeAll(async () => {
-  idp = await startIdp({
-    accessTokenFormat: "jwt",
-    audience: AUD,
-    scopes: SCOPES,
-    clients: [{ clientId: "admin", clientSecret: "admin-secret-0123456789", scope: SCOPES.join(" ") }],
-  });
-  api = await idp.token("admin", SCOPES.join(" "));
+  idp = await startTwoTenantIdp();
+  api = idp.token.admin!;
 });
 afterAll(async () => {
-  await idp?.stop();
+  await idp?.idp.stop();
 });
 
 // A server per test: a stream one test leaves open must not pass or fail
 // another's count.
 beforeEach(async () => {
-  const authenticator = createAuthenticator({ mode: "jwt", issuer: idp.issuer, audience: AUD, algorithms: ["RS256"], clockToleranceSeconds: 60 });
   // No webhook rate limit: the rounds post their events as fast as they can.
-  server = await startServer({ authenticator, webhook: { maxBytes: 1 << 20, ratePerSecond: 1e6, burst: 1e6 } });
-  await server.seedTenant("acme", [{ subject: "admin", role: "admin" }]);
+  server = await idp.start({ webhook: { maxBytes: 1 << 20, ratePerSecond: 1e6, burst: 1e6 } });
   token = (await connectCall(server, "CreateWebhookSource", { webhookSource: { name: "shop" } }, bearer(api, "acme"))).body.token as string;
 });
 afterEach(async () => {

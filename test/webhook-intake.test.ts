@@ -12,7 +12,7 @@ import { webhookTokenDigest } from "../src/lib/webhook-token.js";
 import { LookupCache } from "../src/service/lookup-cache.js";
 import { signingSecretContext } from "../src/service/webhook-deliveries.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
-import { bearer, connectMust, sqliteRows, startServer, type TestServer } from "./support/server.js";
+import { bearer, connectMust, sourcesChanged, sqliteRows, startServer, type TestServer } from "./support/server.js";
 
 type Json = Record<string, unknown>;
 
@@ -240,16 +240,6 @@ describe.each(["sqlite", "postgres"] as const)("unknown tokens and source ids (%
     webhooks.findSourceById = (id) => (byId.push(id), findById(id));
     return { byDigest, byId };
   }
-
-  // Resolves once the store has signalled a change to webhook sources.
-  const sourcesChanged = (s: TestServer) =>
-    new Promise<void>((resolve) => {
-      const stop = s.store.signals.onChanged((table) => {
-        if (table !== undefined && table !== "webhook_sources") return;
-        stop();
-        resolve();
-      });
-    });
 
   it("cost one store query per key while unknown; a source created with that key works once the store signals it", async () => {
     const secrets = new SecretBox(randomBytes(32));

@@ -166,6 +166,16 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
   };
 }
 
+// Resolves once the server's store has signalled a change to webhook sources
+// (what its caches of them wait for).
+export const sourcesChanged = (s: { store: Store }) =>
+  new Promise<void>((resolve) => {
+    const stop = s.store.signals.onChanged((table) => {
+      if (table !== undefined && table !== "webhook_sources") return;
+      stop();
+      resolve();
+    });
+  });
 
 // A Connect JSON unary call over plain fetch: what a curl user sees.
 export async function connectCall(
