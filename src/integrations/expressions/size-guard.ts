@@ -117,9 +117,14 @@ export function installSizeLimits(
     // |array| × |separator|, the first amplifier found.
     join: ([strings, separator]) => {
       const list = Array.isArray(strings) ? strings : [strings];
-      let chars = typeof separator === "string" ? separator.length * Math.max(0, list.length - 1) : 0;
-      for (const s of list) if (typeof s === "string") chars += s.length;
-      if (chars > maxChars) fail(`$join would build ${chars} characters`);
+      // The separators alone may pass the limit; the strings are summed only
+      // while under it, so a refusal costs no walk of a long list.
+      const separators = typeof separator === "string" ? separator.length * Math.max(0, list.length - 1) : 0;
+      if (separators > maxChars) fail(`$join would build ${separators} characters of separators alone`);
+      let chars = separators;
+      let i = 0;
+      for (; i < list.length && chars <= maxChars; i++) if (typeof list[i] === "string") chars += (list[i] as string).length;
+      if (chars > maxChars) fail(`$join would build ${i < list.length ? "more than " : ""}${chars} characters`);
       return [strings, separator];
     },
     string: ([value, pretty]) => {
