@@ -42,6 +42,20 @@ it("a trigger filter does not match, and another tenant's webhooks and /healthz 
   expect(saved.filterError).toMatch(/^limit: \$join would build 227981000 characters/);
 });
 
+it("an amplifying filter evaluated inline is suspended after three failures, like one in the sandbox", async () => {
+  const tenant = await tenantWithSource("repeat");
+  const id = await trigger("repeat", tenant.agentId, "amp.again", AMPLIFYING_FILTER);
+  const limited = async () => Number(/agentplane_expression_overruns_total\{use="filter",reason="limit"\} (\d+)/.exec(await (await fetch(`${ctx.server.url}/metrics`)).text())?.[1] ?? 0);
+  for (let i = 0; i < 3; i++) expect((await post(tenant.token, { event_type: "amp.again", payload: AMPLIFIED })).status).toBe(202);
+  const saved = (await must("GetTrigger", { id }, "repeat")).trigger as Json;
+  expect(saved.filterError).toMatch(/^limit: .*not evaluated for 60 s/);
+  // Suspended: the next events are answered without evaluating it.
+  const before = await limited();
+  for (let i = 0; i < 3; i++)
+    expect(await post(tenant.token, { event_type: "amp.again", payload: AMPLIFIED })).toMatchObject({ status: 202, body: { matched_triggers: 0 } });
+  expect(await limited()).toBe(before);
+});
+
 it("a source mapping answers 400 expression_limit and stores nothing", async () => {
   const mapping = '{"event_type": "amp.mapped", "payload": {"n": $length($join(body.payload.w, body.payload.s))}}';
   const { token } = await tenantWithSource("mapper", mapping);

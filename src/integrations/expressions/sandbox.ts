@@ -73,6 +73,8 @@ export class SandboxBacklogError extends Error {
 
 type Failure = Extract<Outcome, { ok: false }>;
 
+const SKIPPED: Outcome = { ok: false, kind: "skipped", message: "not evaluated: no longer wanted" };
+
 interface Job {
   id: number;
   tenant: string;
@@ -154,6 +156,14 @@ export class ExpressionSandbox {
     const share = slice > 0 ? this.#inlineShare(tenant) : undefined;
     for (let index = 0; index < expressions.length; index++) {
       const expression = expressions[index]!;
+      // Asked now as well as at its turn in the queue: a filter suspended
+      // after failing here (a size limit) is skipped like one that failed
+      // in a process, and one suspended already waits for nothing.
+      if (hooks.skip?.(index)) {
+        results[index] = SKIPPED;
+        hooks.settled?.(index, SKIPPED);
+        continue;
+      }
       const compiled = share && share.left > 0 ? this.#inline.accepts(expression) : undefined;
       let outcome: Outcome | undefined;
       if (compiled) {
@@ -227,7 +237,7 @@ export class ExpressionSandbox {
       if (!next) return undefined;
       const { job, unit } = next;
       if (!job.hooks.skip?.(unit.index)) return { job, ...unit };
-      this.#settle(job, unit.index, { ok: false, kind: "skipped", message: "not evaluated: no longer wanted" });
+      this.#settle(job, unit.index, SKIPPED);
     }
   }
 
