@@ -117,6 +117,22 @@ describe("expression sandbox", () => {
     expect(aheadOfQuiet).toBeLessThanOrEqual(4);
   }, 300_000); // room, not a measure: each job's process runs at nice 10 on a loaded machine
 
+  it("serves by slot time, not turns: two tenants' slow expressions delay another's quick ones by about one each", async () => {
+    // Both processes are held by the slow tenants (one each, their share);
+    // by turns, quiet's ten quick jobs would each wait behind one slow job of
+    // each, so about twenty slow jobs would be served before quiet's last.
+    // Counted in jobs, not milliseconds: a loaded machine stretches all alike.
+    let slowDone = 0;
+    const slow = ["slow-a", "slow-b"].flatMap((tenant) => Array.from({ length: 15 }, () => sandbox.evaluate(tenant, [ENDLESS], {}, 100, "filter").then(() => slowDone++)));
+    await new Promise((r) => setTimeout(r, 50));
+    const quick = await Promise.all(Array.from({ length: 10 }, () => sandbox.evaluate("quiet", ["$sum([1..3].($ * 2)) = 12"], {}, 1000, "filter")));
+    const aheadOfQuiet = slowDone;
+    await Promise.all(slow);
+    for (const outcome of quick) expect(outcome).toEqual([{ ok: true, value: true }]);
+    // The ones running when quiet came, and at most one more per process.
+    expect(aheadOfQuiet).toBeLessThanOrEqual(6);
+  }, 300_000); // room, not a measure: each job's process runs at nice 10 on a loaded machine
+
   it("keeps serving a tenant whose expression was cut off on the second process while the first stood idle", async () => {
     const fresh = new ExpressionSandbox({ workers: 2 });
     try {

@@ -252,7 +252,8 @@ export class ExpressionSandbox {
       slot.process ??= this.#spare ?? this.#start();
       if (slot.process === this.#spare) this.#spare = undefined;
       if (slot.process.ready && slot.charged !== undefined) {
-        this.#waiting.release(slot.charged);
+        // Its expression's time and the replacement's start are the tenant's.
+        this.#waiting.release(slot.charged, Date.now() - slot.startedAt);
         slot.charged = undefined;
       }
     }
@@ -321,7 +322,7 @@ export class ExpressionSandbox {
   }
 
   #release(slot: Slot): void {
-    this.#waiting.release(slot.running!.tenant);
+    this.#waiting.release(slot.running!.tenant, Date.now() - slot.startedAt);
     slot.running = undefined;
   }
 
