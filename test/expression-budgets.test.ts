@@ -6,6 +6,7 @@
 import type { CustomerMcp } from "./support/customer-mcp.js";
 import { bearer, connectCall } from "./support/server.js";
 import { startTenantServer, tenantWebhooks, type TenantServer } from "./support/tenant-webhooks.js";
+import { waitFor } from "./support/wait.js";
 
 type Json = Record<string, unknown>;
 
@@ -58,6 +59,36 @@ describe("trigger filters under a budget", () => {
     const saved = (await must("GetTrigger", { id: hostile }, "evil")).trigger as Json;
     expect(saved.filterError).toMatch(/^(timeout|depth|memory|limit): /);
     expect(Date.parse(saved.filterErrorTime as string)).toBeGreaterThan(Date.now() - 60_000);
+  });
+
+  it("stops evaluating the filters of an event whose sender went away, and stores nothing of it", async () => {
+    const gone = await tenantWithSource("gone");
+    // Twenty filters cut off at their budget one after another (a tenant
+    // gets one process at a time while another is free): over a second of
+    // CPU time, which the sender does not wait for.
+    for (let i = 0; i < 20; i++) await trigger("gone", gone.agentId, "slow.*", HOSTILE_FILTERS.endless);
+    // Not inline (a range): it queues behind what is left of the slow event's filters.
+    await trigger("gone", gone.agentId, "mark.*", "$sum([1..3]) = 6");
+    const overruns = async () => Number(/agentplane_expression_overruns_total\{use="filter",reason="timeout"\} (\d+)/.exec(await (await fetch(`${ctx.server.url}/metrics`)).text())?.[1] ?? 0);
+    const before = await overruns();
+    const sender = new AbortController();
+    const slow = fetch(`${ctx.server.url}/webhooks/events`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-webhook-token": gone.token },
+      body: JSON.stringify({ event_type: "slow.now", payload: {} }),
+      signal: sender.signal,
+    }).catch(() => "gone");
+    // Its first filter was cut off at its budget: the sender gives up.
+    await waitFor("the first filter's overrun", 60_000, async () => (await overruns()) > before || undefined);
+    sender.abort();
+    expect(await slow).toBe("gone");
+    // The tenant's next event waits behind whatever of the first is left.
+    expect(await post(gone.token, { event_type: "mark.now", payload: {} })).toMatchObject({ status: 202, body: { matched_triggers: 1 } });
+    // Those that ran before the abort was seen, not all twenty (counted, not
+    // timed: how many ran depends on how soon this test saw the first).
+    expect((await overruns()) - before).toBeLessThan(20);
+    const events = ((await must("ListEvents", {}, "gone")).events ?? []) as Json[];
+    expect(events.map((e) => e.eventType)).toEqual(["mark.now"]);
   });
 
   it("suspends a filter that keeps overrunning, and counts it", async () => {

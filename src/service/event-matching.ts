@@ -57,7 +57,10 @@ export class EventMatcher {
     };
   }
 
-  async matching(tenantId: string, byPattern: TriggerRow[], eventType: string, payload: Record<string, unknown>): Promise<TriggerRow[]> {
+  // `signal`: the caller no longer wants the answer (a webhook's sender went
+  // away); the filters not yet evaluated are skipped, and the caller must not
+  // act on the partial answer.
+  async matching(tenantId: string, byPattern: TriggerRow[], eventType: string, payload: Record<string, unknown>, signal?: AbortSignal): Promise<TriggerRow[]> {
     const filtered = byPattern.filter((t) => t.filter);
     let outcomes: Outcome[] = [];
     if (filtered.length) {
@@ -71,7 +74,7 @@ export class EventMatcher {
           {
             // Checked when the filter's turn comes, so one suspended while
             // this event waited is not evaluated either.
-            skip: (i) => this.#suspended(filtered[i]!, this.#o.now()),
+            skip: (i) => signal?.aborted === true || this.#suspended(filtered[i]!, this.#o.now()),
             settled: (i, outcome) => {
               if (!outcome.ok && outcome.kind !== "skipped") this.#failed(filtered[i]!, outcome.kind, outcome.message, this.#o.now());
             },

@@ -186,24 +186,24 @@ export function createWebhookDeliveries({ ingestion, lookups, secrets, sandbox, 
     },
 
     // A verified delivery in as an event.
-    async receive(source: WebhookSourceRow, delivery: Delivery): Promise<Accepted> {
+    async receive(source: WebhookSourceRow, delivery: Delivery, signal?: AbortSignal): Promise<Accepted> {
       const derived = derive(source.kind as SignedKind, delivery, parseBody(delivery));
       if (source.mapping) {
         const event = await mapped(source, { body: derived.body, headers: mappingHeaders(delivery.headers), event_type: derived.eventType });
-        return ingestion.accept(source, event, derived.idempotencyKey);
+        return ingestion.accept(source, event, derived.idempotencyKey, signal);
       }
       if (derived.problem) throw derived.problem;
       checkEventType("event_type", derived.eventType!);
-      return ingestion.accept(source, { event_type: derived.eventType, payload: derived.payload }, derived.idempotencyKey);
+      return ingestion.accept(source, { event_type: derived.eventType, payload: derived.payload }, derived.idempotencyKey, signal);
     },
 
     // An envelope source's event: its body as sent, or what its mapping makes
-    // of the body.
-    async envelope(source: WebhookSourceRow, body: unknown, headers: RequestHeaders, idempotencyKey: string | undefined): Promise<Accepted> {
-      if (!source.mapping) return ingestion.accept(source, body, idempotencyKey);
+    // of the body. `signal`: as for `accept`.
+    async envelope(source: WebhookSourceRow, body: unknown, headers: RequestHeaders, idempotencyKey: string | undefined, signal?: AbortSignal): Promise<Accepted> {
+      if (!source.mapping) return ingestion.accept(source, body, idempotencyKey, signal);
       const eventType = isObject(body) && typeof body.event_type === "string" ? body.event_type : undefined;
       const event = await mapped(source, { body, headers: mappingHeaders(headers), event_type: eventType });
-      return ingestion.accept(source, event, idempotencyKey);
+      return ingestion.accept(source, event, idempotencyKey, signal);
     },
   });
 }

@@ -91,8 +91,10 @@ export function createWebhookIngestion(options: WebhookOptions) {
     admit,
 
     // Validates the event, queues a run per matching trigger, and answers only
-    // once the event and its runs are committed together.
-    async accept(source: WebhookSourceRow, body: unknown, idempotencyKey: string | undefined): Promise<Accepted> {
+    // once the event and its runs are committed together. `signal`: the
+    // sender went away before its answer; what is left of matching is not
+    // done and nothing is stored (unacknowledged, it will be sent again).
+    async accept(source: WebhookSourceRow, body: unknown, idempotencyKey: string | undefined, signal?: AbortSignal): Promise<Accepted> {
       if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalidArgument("body", "must be a JSON object");
       const { event_type: eventType, payload } = body as Record<string, unknown>;
       if (typeof eventType !== "string") throw invalidArgument("event_type", "is required and must be a string");
@@ -109,8 +111,9 @@ export function createWebhookIngestion(options: WebhookOptions) {
         lookups.cachedTriggers(source.tenantId, source.id) ?? (await lookups.loadTriggers(source.tenantId, source.id));
       const match = tracer().startSpan("match triggers");
       const matched = await matcher
-        .matching(source.tenantId, triggers.matching(eventType), eventType, payload as Record<string, unknown>)
+        .matching(source.tenantId, triggers.matching(eventType), eventType, payload as Record<string, unknown>, signal)
         .finally(() => match.end());
+      if (signal?.aborted) throw new ConnectError("the sender went away before the event was stored", Code.Canceled);
       annotate({ [ATTR.eventType]: eventType, [ATTR.matched]: matched.length });
       // A cheap early refusal from this process's recent count; the store
       // enforces the cap exactly when it commits the runs.
@@ -161,11 +164,11 @@ export function createWebhookIngestion(options: WebhookOptions) {
     ...ingestion,
     // One span over validation, matching and the commit, its refusal kind
     // the API's (store errors translated inside it).
-    accept: (source: WebhookSourceRow, body: unknown, idempotencyKey: string | undefined): Promise<Accepted> =>
+    accept: (source: WebhookSourceRow, body: unknown, idempotencyKey: string | undefined, signal?: AbortSignal): Promise<Accepted> =>
       inSpan(
         "ingest event",
         { attributes: { [ATTR.tenant]: source.tenantId, [ATTR.source]: source.id } },
-        () => ingestion.accept(source, body, idempotencyKey).catch(fromStoreError),
+        () => ingestion.accept(source, body, idempotencyKey, signal).catch(fromStoreError),
         refusalKind,
       ),
   });

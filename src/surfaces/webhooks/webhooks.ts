@@ -28,6 +28,9 @@ export interface WebhookSurfaceOptions {
 // (none until it is admitted) until it is answered and its handler is done.
 interface Admitted {
   source: WebhookSource;
+  // Aborted when the connection closes before the answer is out: the
+  // sender went away, and the work left for its event is not done.
+  gone: AbortController;
   bytes: number;
   // Past the source's rate limit too: a 429 now is the queued-runs quota.
   rated: boolean;
@@ -91,10 +94,11 @@ export async function webhookSurface(
   // (or the connection gone) and the handler is done: a sender that hangs
   // up after its body still holds its share while that body is processed.
   const track = (req: FastifyRequest, reply: FastifyReply, source: WebhookSource): Admitted => {
-    const a: Admitted = { source, bytes: 0, rated: false, handling: false, closed: reply.raw.destroyed };
+    const a: Admitted = { source, gone: new AbortController(), bytes: 0, rated: false, handling: false, closed: reply.raw.destroyed };
     admitted.set(req, a);
     reply.raw.once("close", () => {
       a.closed = true;
+      if (!reply.raw.writableFinished) a.gone.abort();
       if (!a.handling) release(a);
     });
     return a;
@@ -166,7 +170,7 @@ export async function webhookSurface(
     envelope.post("/webhooks/events", { bodyLimit: maxBytes }, (req, reply) =>
       handle(req, async (a) => {
         const key = first(req.headers["idempotency-key"] ?? req.headers["webhook-id"]);
-        return answer(reply, a.source, await deliveries.envelope(a.source, req.body, req.headers, key));
+        return answer(reply, a.source, await deliveries.envelope(a.source, req.body, req.headers, key, a.gone.signal));
       }),
     );
   });
@@ -225,7 +229,7 @@ export async function webhookSurface(
         charge(a, delivery.body.length);
         await ingestion.admit(a.source);
         a.rated = true;
-        return answer(reply, a.source, await deliveries.receive(a.source, delivery));
+        return answer(reply, a.source, await deliveries.receive(a.source, delivery, a.gone.signal));
       }),
     );
   });
