@@ -6,7 +6,9 @@
 // often). Taking turns instead let one slow unit of a hostile tenant come
 // before every quick one of another, whose queue then grew without end.
 // A tenant that holds `share` slots is passed over until it releases one, so
-// it never takes every slot.
+// it never takes every slot, unless nobody else has work waiting and its
+// recent units have all been quick (`quickMs`): then a free slot is better
+// used than kept, and whoever comes next waits for a quick unit at most.
 export class FairQueue<Job> {
   readonly #queues = new Map<string, Job[]>();
   // Tenants with work waiting, in the order they came: ties go to the first.
@@ -16,10 +18,14 @@ export class FairQueue<Job> {
   // scale: one that comes back after a pause starts level with the least
   // served of the others, owing nothing and owed nothing.
   readonly #used = new Map<string, number>();
+  // The slowest of each such tenant's recent units (ms), decaying: one slow
+  // unit stops its borrowing at once, a run of quick ones restores it.
+  readonly #slowest = new Map<string, number>();
 
   constructor(
     private readonly share: number,
     private readonly maxWaitingPerTenant: number,
+    private readonly quickMs = 0,
   ) {}
 
   get empty(): boolean {
@@ -46,6 +52,7 @@ export class FairQueue<Job> {
       if ((this.#held.get(tenant) ?? 0) >= this.share) continue;
       if (r < 0 || this.#used.get(tenant)! < this.#used.get(this.#rotation[r]!)!) r = i;
     }
+    if (r < 0 && this.#rotation.length === 1 && (this.#slowest.get(this.#rotation[0]!) ?? Infinity) <= this.quickMs) r = 0;
     if (r < 0) return undefined;
     const tenant = this.#rotation[r]!;
     const queue = this.#queues.get(tenant)!;
@@ -69,8 +76,11 @@ export class FairQueue<Job> {
     else this.#held.delete(tenant);
     const used = this.#used.get(tenant);
     if (used === undefined) return;
-    if (!held && !this.#queues.has(tenant)) this.#used.delete(tenant);
-    else this.#used.set(tenant, used + Math.max(0, ms));
+    this.#slowest.set(tenant, Math.max(ms, 0.8 * (this.#slowest.get(tenant) ?? 0)));
+    if (!held && !this.#queues.has(tenant)) {
+      this.#used.delete(tenant);
+      this.#slowest.delete(tenant);
+    } else this.#used.set(tenant, used + Math.max(0, ms));
   }
 
   // Every waiting job, removed.
@@ -78,7 +88,11 @@ export class FairQueue<Job> {
     const jobs = [...this.#queues.values()].flat();
     this.#queues.clear();
     this.#rotation.length = 0;
-    for (const tenant of this.#used.keys()) if (!this.#held.has(tenant)) this.#used.delete(tenant);
+    for (const tenant of this.#used.keys())
+      if (!this.#held.has(tenant)) {
+        this.#used.delete(tenant);
+        this.#slowest.delete(tenant);
+      }
     return jobs;
   }
 

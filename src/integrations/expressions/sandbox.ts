@@ -44,6 +44,11 @@ export interface SandboxOptions {
 const WALL_CEILING = 20;
 // The sandbox processes' scheduling priority (see #start).
 const NICE = 10;
+// How long a tenant's recent expressions may each have held a process for
+// it to take the last free one while no other tenant waits: a filter cut
+// off at its budget holds one for longer (50 ms of CPU time and the kill's
+// slack), and a tenant arriving then waits this long at most.
+const QUICK_UNIT_MS = 40;
 
 export const DEFAULT_SANDBOX: Omit<SandboxOptions, "onOverrun" | "onPlaced"> = {
   workers: 2,
@@ -140,8 +145,10 @@ export class ExpressionSandbox {
     this.#program = sandboxProgram({ maxDepth: this.#o.maxDepth, maxSequence: this.#o.maxSequence, maxChars: this.#o.maxChars });
     this.#inline = new InlineExpressions({ maxChars: this.#o.maxChars, maxItems: this.#o.maxSequence });
     this.#slots = Array.from({ length: Math.max(1, this.#o.workers) }, () => ({ startedAt: 0 }));
-    // All processes but one per tenant, so another tenant never waits for this one's expressions.
-    this.#waiting = new FairQueue(Math.max(1, this.#slots.length - 1), this.#o.maxQueuedPerTenant);
+    // All processes but one per tenant, so another tenant never waits for
+    // this one's expressions; all of them while it is alone and its recent
+    // expressions each held a process for less than QUICK_UNIT_MS.
+    this.#waiting = new FairQueue(Math.max(1, this.#slots.length - 1), this.#o.maxQueuedPerTenant, QUICK_UNIT_MS);
   }
 
   // Evaluates each expression on `input` within `budgetMs` each. Filters
