@@ -34,11 +34,11 @@ export async function startJwks() {
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`, token, close: () => server.close() };
 }
 
-// A PlatformService call (Connect JSON) in tenant `bench` on the service at `url`.
-export async function platformCall<T>(url: string, token: string, method: string, body: unknown): Promise<T> {
+// A PlatformService call (Connect JSON) in `tenant` (default `bench`) on the service at `url`.
+export async function platformCall<T>(url: string, token: string, method: string, body: unknown, tenant = "bench"): Promise<T> {
   const res = await fetch(`${url}/platform.v1.PlatformService/${method}`, {
     method: "POST",
-    headers: { authorization: `Bearer ${token}`, "x-platform-tenant": "bench", "content-type": "application/json" },
+    headers: { authorization: `Bearer ${token}`, "x-platform-tenant": tenant, "content-type": "application/json" },
     body: JSON.stringify(body),
   });
   const text = await res.text();
@@ -113,8 +113,8 @@ export class Service {
     }
   }
 
-  call<T>(token: string, method: string, body: unknown): Promise<T> {
-    return platformCall<T>(this.url, token, method, body);
+  call<T>(token: string, method: string, body: unknown, tenant?: string): Promise<T> {
+    return platformCall<T>(this.url, token, method, body, tenant);
   }
 
   async stop(): Promise<void> {
