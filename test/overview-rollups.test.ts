@@ -175,6 +175,20 @@ describe.each(engines)("overview rollups on $name", (engine) => {
     expect(await read("ten_b", windows(NOW))).toEqual(await live("ten_b", windows(NOW)));
   });
 
+  it("seals in the background, a round every interval, and stops cleanly", async () => {
+    await seedWeek(h.store, "ten_a", NOW - DAY);
+    const sealer = new OverviewSealer({ store: h.store.overview, log: createLogger("silent"), intervalMs: 20, now: () => NOW });
+    sealer.start();
+    try {
+      const deadline = Date.now() + 10_000;
+      while ((await h.store.overview.unsealed(NOW)).length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect(await h.store.overview.unsealed(NOW)).toEqual([]);
+    } finally {
+      await sealer.stop();
+    }
+    expect(await sealer.runOnce()).toEqual({ passes: 0, slots: 0 });
+  });
+
   it("keeps a slot live while a run created in it is queued or running, and seals the figures it ended with", async () => {
     await seedWeek(h.store, "ten_a", NOW - DAY);
     const queuedAt = NOW - 5 * HOUR + 3 * MINUTE;
