@@ -29,6 +29,7 @@ import { webhookSurface } from "./surfaces/webhooks/webhooks.js";
 import type { Scheduler } from "./runtime/scheduler.js";
 import type { Worker } from "./runtime/worker.js";
 import { buildRuntime, type Execution, type Runtime, type RuntimeOptions } from "./runtime/runtime.js";
+import { OverviewSealer } from "./runtime/overview-sealer.js";
 import { DEFAULT_RETENTION, Retention } from "./runtime/retention.js";
 import { ExpressionSandbox, type Mode, type SandboxOptions } from "./integrations/expressions/sandbox.js";
 import type { ExpressionUse } from "./lib/observer.js";
@@ -184,6 +185,8 @@ export async function buildApp(options: AppOptions): Promise<App> {
     execution = runtime;
   }
   const retention = new Retention({ store: options.store.retention, log, ...(options.retention ?? DEFAULT_RETENTION) });
+  // Beside retention, in every process: the overview's rollups (store/overview.ts).
+  const sealer = new OverviewSealer({ store: options.store.overview, log });
   if (options.accessLog ?? true) {
     const slugs = new TenantSlugs(options.store.tenants);
     accessLog(server, { log, slugOf: (id) => slugs.peek(id) });
@@ -232,9 +235,11 @@ export async function buildApp(options: AppOptions): Promise<App> {
       if (api || runtime) sandbox.warm();
       execution?.start();
       retention.start();
+      sealer.start();
     },
     async stop(graceMs) {
       await retention.stop();
+      await sealer.stop();
       // Open streams end first (OK; clients reconnect elsewhere): the close
       // waits for every response in flight.
       platform.closeStreams();

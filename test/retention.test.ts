@@ -214,10 +214,10 @@ describe.each([
     await h.insertEvent(event("evt_new", NOW - DAY));
     await h.insertRun(run("run_new", "evt_new", "succeeded", NOW - DAY));
 
-    expect(await h.retention.prune(CUTOFF, 100)).toEqual({ events: 5, runs: 6, slots: 0, buckets: 0 });
+    expect(await h.retention.prune(CUTOFF, 100)).toEqual({ events: 5, runs: 6, slots: 0, buckets: 0, rollups: 0 });
     expect(await h.ids("events")).toEqual(["evt_new", "evt_old_late_run", "evt_old_mixed", "evt_old_queued", "evt_old_running"]);
     expect(await h.ids("runs")).toEqual(["run_late", "run_mixed_queued", "run_new", "run_queued", "run_running"]);
-    expect(await h.retention.prune(CUTOFF, 100)).toEqual({ events: 0, runs: 0, slots: 0, buckets: 0 });
+    expect(await h.retention.prune(CUTOFF, 100)).toEqual({ events: 0, runs: 0, slots: 0, buckets: 0, rollups: 0 });
   });
 
   it("deletes at most a batch of each, oldest first", async () => {
@@ -226,11 +226,11 @@ describe.each([
       // Ids in the reverse order of time: the order is by time, not id.
       await h.insertRun(run(`run_${9 - i}`, `evt_${i}`, "succeeded", CUTOFF - 5 * DAY + i * 1000));
     }
-    expect(await h.retention.prune(CUTOFF, 3)).toEqual({ events: 3, runs: 3, slots: 0, buckets: 0 });
+    expect(await h.retention.prune(CUTOFF, 3)).toEqual({ events: 3, runs: 3, slots: 0, buckets: 0, rollups: 0 });
     expect(await h.ids("runs")).toEqual(["run_3", "run_4", "run_5", "run_6"]);
     expect(await h.ids("events")).toEqual(["evt_3", "evt_4", "evt_5", "evt_6"]);
-    expect(await h.retention.prune(CUTOFF, 3)).toEqual({ events: 3, runs: 3, slots: 0, buckets: 0 });
-    expect(await h.retention.prune(CUTOFF, 3)).toEqual({ events: 1, runs: 1, slots: 0, buckets: 0 });
+    expect(await h.retention.prune(CUTOFF, 3)).toEqual({ events: 3, runs: 3, slots: 0, buckets: 0, rollups: 0 });
+    expect(await h.retention.prune(CUTOFF, 3)).toEqual({ events: 1, runs: 1, slots: 0, buckets: 0, rollups: 0 });
     expect(await h.ids("events")).toEqual([]);
   });
 
@@ -239,7 +239,7 @@ describe.each([
     for (const t of [CUTOFF - 40 * DAY, NOW - 60_000]) await h.insertSlot("trg_b", t);
     await h.insertBucket("whs_gone", CUTOFF - DAY);
     await h.insertBucket("whs_busy", NOW - 1000);
-    expect(await h.retention.prune(CUTOFF, 100)).toEqual({ events: 0, runs: 0, slots: 3, buckets: 1 });
+    expect(await h.retention.prune(CUTOFF, 100)).toEqual({ events: 0, runs: 0, slots: 3, buckets: 1, rollups: 0 });
     // trg_a's latest slot, although old, stays: it is what stops the
     // scheduler from firing that slot again.
     expect(await h.slots()).toEqual([`trg_a@${CUTOFF - DAY}`, `trg_b@${NOW - 60_000}`]);
@@ -282,7 +282,7 @@ describe.each([
       await h.insertRun(run(`run_${i}`, `evt_${i}`, "succeeded", CUTOFF - 5 * DAY + i));
     }
     const loop = new Retention({ store: h.retention, log: createLogger("silent"), days: 30, batch: 3, intervalMs: 50, now: () => NOW });
-    expect(await loop.runOnce()).toEqual({ events: 10, runs: 10, slots: 0, buckets: 0, batches: 4 });
+    expect(await loop.runOnce()).toEqual({ events: 10, runs: 10, slots: 0, buckets: 0, rollups: 0, batches: 4 });
     expect(await h.ids("runs")).toEqual([]);
 
     loop.start();

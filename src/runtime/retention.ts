@@ -58,7 +58,7 @@ export class Retention {
   async runOnce(): Promise<RoundResult> {
     const { store, batch, log } = this.#o;
     const before = this.#o.now() - this.#o.days * DAY_MS;
-    const total: RoundResult = { events: 0, runs: 0, slots: 0, buckets: 0, batches: 0 };
+    const total: RoundResult = { events: 0, runs: 0, slots: 0, buckets: 0, rollups: 0, batches: 0 };
     for (;;) {
       const started = performance.now();
       const pruned = await store.prune(before, batch);
@@ -68,7 +68,8 @@ export class Retention {
       total.runs += pruned.runs;
       total.slots += pruned.slots;
       total.buckets += pruned.buckets;
-      if (Math.max(pruned.events, pruned.runs, pruned.slots, pruned.buckets) < batch || this.#stopped) break;
+      total.rollups += pruned.rollups;
+      if (Math.max(pruned.events, pruned.runs, pruned.slots, pruned.buckets, pruned.rollups) < batch || this.#stopped) break;
       await sleep(Math.max(1, performance.now() - started));
     }
     if (total.events || total.runs) log.info({ ...total, before: new Date(before).toISOString() }, "retention deleted old events and runs");

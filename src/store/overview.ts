@@ -109,14 +109,115 @@ export function foldGroups(q: OverviewQuery, groups: Iterable<RunGroup>, events:
     durations: { count: ended, p50Ms: percentile(sorted, ended, 0.5), p95Ms: percentile(sorted, ended, 0.95) },
     failingAgents: top(agents),
     failingTriggers: top(triggers),
-    failureWords: [...words.values()],
+    // In one order, however the groups came: the rollups' and the live query's differ.
+    failureWords: [...words.values()].sort((a, b) => a.status.localeCompare(b.status) || a.word.localeCompare(b.word)),
     queued: queue.n,
     ...(queue.oldestTime === undefined ? {} : { oldestQueuedTime: queue.oldestTime }),
   };
 }
 
 export interface OverviewStore {
+  // The counts of the window: rollups for its sealed slots when its start
+  // and bucket width are whole slots (readWindow), the live query for the
+  // rest; the same answer either way.
   tenant(tenantId: string, query: OverviewQuery): Promise<OverviewCounts>;
+  // Tenants with slots left to seal at `now` (no watermark yet, or one
+  // before sealLimit(now)).
+  unsealed(now: number): Promise<string[]>;
+  // One pass over a tenant: rolls up the slots from its watermark to
+  // sealUntil(…), in one transaction that also moves the watermark; two
+  // processes sealing one tenant at once seal each slot once. How many
+  // slots it sealed (0: none could be).
+  seal(tenantId: string, now: number): Promise<number>;
+}
+
+// Sealed rollups (store/<engine>/overview-rollups.ts). The figures of a run
+// change until it ends, never after (every update of a run is conditional on
+// it being queued or running), and rows only appear at the time they are
+// written. So a slot of SLOT_MS whose runs have all ended, and whose time is
+// long past, has final figures: the sealer rolls them up once, into rows per
+// slot and group (the RunGroup sets, and events), and the overview reads
+// those rows instead of the runs. Nothing happens on the write path: a run
+// costs nothing more when it is created, claimed or ended.
+export const SLOT_MS = 15 * 60_000;
+// Slots per tenant per pass, at most: a day, so that the first pass over a
+// long history is not one long transaction; the sealer catches up pass by pass.
+export const MAX_SEAL_SLOTS = 96;
+// Where a tenant never sealed starts: nothing reads rollups further back than
+// the longest window (the week of service/overview.ts), which starts after
+// now − 7 days.
+export const SEAL_LOOKBACK_MS = 7 * 86_400_000;
+
+export const slotFloor = (ms: number) => Math.floor(ms / SLOT_MS) * SLOT_MS;
+
+// The slot holding `now` and the one before stay live: a slot is sealed 15
+// minutes after it ends at the earliest. A row lands in the slot of the time
+// its writer read (create_time, receive_time), committed a moment later:
+// within the store's statement timeouts (seconds), far inside 15 minutes,
+// which also covers the replicas' clocks differing by minutes.
+export const sealLimit = (now: number) => slotFloor(now) - SLOT_MS;
+
+// A tenant's rollups cover the slots [sealedFrom, sealedUntil). sealedFrom
+// moves up when retention deletes the slots before it, so a window reaching
+// further back reads the live query there, like the slots not sealed yet.
+export interface Watermark {
+  sealedFrom: number;
+  sealedUntil: number;
+}
+
+// The watermark a tenant's first pass starts from.
+export const firstWatermark = (now: number): Watermark => {
+  const from = slotFloor(now - SEAL_LOOKBACK_MS);
+  return { sealedFrom: from, sealedUntil: from };
+};
+
+// Where a pass stops sealing: at sealLimit(now), a day on at most, and at the
+// slot of the tenant's oldest run not ended (created at or after the
+// watermark: `oldestOpen`, its create time), which must stay live until it
+// ends. Never before the watermark.
+export function sealUntil(w: Watermark, now: number, oldestOpen: number | undefined): number {
+  const limit = Math.min(sealLimit(now), w.sealedUntil + MAX_SEAL_SLOTS * SLOT_MS, oldestOpen === undefined ? Infinity : slotFloor(oldestOpen));
+  return Math.max(w.sealedUntil, limit);
+}
+
+// The part of a window the rollups answer, [from, to) (none when the window
+// is not cut in whole slots, as the hour's minutes are not), and the ranges
+// the live query answers: before the rollups and after them.
+export function readWindow(q: OverviewQuery, w: Watermark | undefined): { rolled?: { from: number; to: number }; live: { from: number; to: number }[] } {
+  const end = q.start + q.buckets * q.bucketMs;
+  const from = Math.max(q.start, w?.sealedFrom ?? 0);
+  const to = Math.min(end, w?.sealedUntil ?? 0);
+  if (!w || q.start % SLOT_MS || q.bucketMs % SLOT_MS || from >= to) return { live: [{ from: q.start, to: end }] };
+  const live = [
+    { from: q.start, to: from },
+    { from: to, to: end },
+  ].filter((r) => r.from < r.to);
+  return { rolled: { from, to }, live };
+}
+
+// One row of overview_rollups, summed over the slots read: `bucket` is set
+// for the kinds counted per bucket (a run's bucket and status; events).
+export interface RollupRow {
+  kind: RunGroup["set"] | "events";
+  status: string;
+  key: string;
+  bucket: number | null;
+  n: number;
+  failures: number;
+}
+
+// Rollup rows as the groups and event counts the live query gives.
+export function fromRollups(rows: RollupRow[]): { groups: RunGroup[]; events: { bucket: number; n: number }[] } {
+  const groups: RunGroup[] = [];
+  const events: { bucket: number; n: number }[] = [];
+  for (const r of rows) {
+    if (r.kind === "events") events.push({ bucket: r.bucket!, n: r.n });
+    else if (r.kind === "bucket") groups.push({ set: "bucket", bucket: r.bucket!, status: r.status as RunStatus, n: r.n });
+    else if (r.kind === "agent" || r.kind === "trigger") groups.push({ set: r.kind, id: r.key, n: r.n, failures: r.failures });
+    else if (r.kind === "word") groups.push({ set: "word", status: r.status as "failed" | "timed_out", word: r.key, n: r.n });
+    else groups.push({ set: "duration", ms: Number(r.key), n: r.n });
+  }
+  return { groups, events };
 }
 
 // The leading word of a run's error, as service/error-kinds.ts reads it; the

@@ -245,12 +245,18 @@ export interface PruneResult {
   slots: number;
   // Rate-limit buckets untouched since the cutoff (full again by then).
   buckets: number;
+  // Overview rollup rows of slots wholly before the cutoff (store/overview.ts).
+  rollups: number;
 }
 
 export interface RetentionStore {
   // Deletes, oldest first, at most `batch` runs that ended before `before`,
   // at most `batch` events received before it with no runs left, and as many
-  // stale slots and buckets. Undefined when another process is pruning now.
+  // stale slots, buckets and overview rollup rows (each tenant's sealed range
+  // then starts at the first slot not wholly before `before`: the rollups of a
+  // slot the cutoff cuts count the runs deleted in it until the next round,
+  // when the cutoff has moved past it). Undefined when another process is
+  // pruning now.
   prune(before: number, batch: number): Promise<PruneResult | undefined>;
 }
 

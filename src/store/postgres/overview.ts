@@ -4,30 +4,37 @@
 // are found by the tenant's (tenant_id, id) index through an id range (ids
 // are UUIDv7: they sort by creation time), and sorting is switched off for
 // the statement, so neither plan depends on statistics the tables may lack.
+// The slots sealed already are read from their rollups instead
+// (./overview-rollups.ts), the rest as ever.
 import { idFloor, idTime } from "../../lib/ids.js";
-import { DURATION_KEY, ID_MARGIN_MS, foldGroups, type OverviewCounts, type OverviewQuery, type OverviewStore, type RunGroup } from "../overview.js";
+import {
+  ID_MARGIN_MS,
+  SLOT_MS,
+  foldGroups,
+  fromRollups,
+  readWindow,
+  type OverviewCounts,
+  type OverviewQuery,
+  type OverviewStore,
+  type RollupRow,
+  type RunGroup,
+} from "../overview.js";
 import type { RunStatus } from "../types.js";
 import { within } from "./deadline.js";
 import { pg } from "./errors.js";
 import type { Sql } from "./open.js";
+import { createPgRollups } from "./overview-rollups.js";
+import { RUN_ROWS } from "./overview-rows.js";
 
-// service/error-kinds.ts's LEADING_KIND, in PostgreSQL's regex dialect.
-const LEADING_WORD = String.raw`^(?:steps\[\d+\][^:]*: )?([a-z_]+)\y`;
 const FAILED = `status in ('failed', 'timed_out')`;
-const ENDED = `status in ('succeeded', 'failed', 'timed_out') and start_time is not null and end_time is not null`;
 // Concurrent slices of the window: the machine's cores share one overview.
 const SLICES = 2;
 
-// $1 tenant, $2/$3 id range, $4/$5 the slice's times, $6 the window's start, $7 bucket width.
+// Every RunGroup set of RUN_ROWS (its parameters) in one pass.
 const GROUPS = `
   select grouping(bucket, status, agent_id, trigger_id, word, d) as g, bucket, status, agent_id, trigger_id, word, d,
     count(*)::int as n, count(*) filter (where ${FAILED})::int as failures
-  from (
-    select ((create_time - $6) / $7)::int as bucket, status, agent_id, trigger_id,
-      case when status = 'failed' then coalesce(substring(error from '${LEADING_WORD}'), '') when status = 'timed_out' then '' end as word,
-      case when ${ENDED} then ${DURATION_KEY("(end_time - start_time)")} end::float8 as d
-    from runs where tenant_id = $1 and id >= $2 and id < $3 and create_time >= $4 and create_time < $5
-  ) r
+  from (${RUN_ROWS}) r
   group by grouping sets ((bucket, status), (agent_id), (trigger_id), (status, word), (d))`;
 
 interface GroupRow {
@@ -63,6 +70,7 @@ function toGroup(r: GroupRow): RunGroup | undefined {
 }
 
 export function createPgOverview(sql: Sql, timeoutMs: number): OverviewStore {
+  const rollups = createPgRollups(sql, timeoutMs);
   // One slice's groups, in a transaction of its own: `enable_sort` off makes
   // the hashed plan the only one, whatever the row estimate.
   const slice = (tenantId: string, q: OverviewQuery, from: number, to: number) =>
@@ -72,34 +80,53 @@ export function createPgOverview(sql: Sql, timeoutMs: number): OverviewStore {
       const params = [tenantId, idFloor("run", from - ID_MARGIN_MS), idFloor("run", to + ID_MARGIN_MS), from, to, q.start, q.bucketMs];
       return within(tx.unsafe<GroupRow[]>(GROUPS, params, { prepare: true }), timeoutMs);
     });
+  // The live query over [from, to) of the window, in SLICES side by side.
+  const live = async (tenantId: string, q: OverviewQuery, from: number, to: number) => {
+    const per = Math.ceil((to - from) / q.bucketMs / SLICES) * q.bucketMs;
+    const slices: Promise<GroupRow[]>[] = [];
+    for (let at = from; at < to; at += per) slices.push(slice(tenantId, q, at, Math.min(to, at + per)));
+    const [events, ...groups] = await Promise.all([
+      within(
+        sql.unsafe<{ bucket: number; n: number }[]>(
+          `select ((receive_time - $6) / $7)::int as bucket, count(*)::int as n from events
+           where tenant_id = $1 and id >= $2 and id < $3 and receive_time >= $4 and receive_time < $5 group by 1`,
+          [tenantId, idFloor("evt", from - ID_MARGIN_MS), idFloor("evt", to + ID_MARGIN_MS), from, to, q.start, q.bucketMs],
+          { prepare: true },
+        ),
+        timeoutMs,
+      ),
+      ...slices,
+    ]);
+    return { events, groups: groups.flat().map(toGroup).filter((g): g is RunGroup => g !== undefined) };
+  };
+  // The rolled-up slots, in SLICES side by side as well.
+  const rolled = async (tenantId: string, q: OverviewQuery, from: number, to: number) => {
+    const per = Math.ceil((to - from) / SLOT_MS / SLICES) * SLOT_MS;
+    const slices: Promise<RollupRow[]>[] = [];
+    for (let at = from; at < to; at += per) slices.push(rollups.read(tenantId, at, Math.min(to, at + per), q.start, q.bucketMs));
+    return fromRollups((await Promise.all(slices)).flat());
+  };
 
   return {
     tenant: (tenantId: string, q: OverviewQuery): Promise<OverviewCounts> =>
       pg(async () => {
-        const end = q.start + q.buckets * q.bucketMs;
-        const per = Math.ceil(q.buckets / SLICES) * q.bucketMs;
-        const slices: Promise<GroupRow[]>[] = [];
-        for (let from = q.start; from < end; from += per) slices.push(slice(tenantId, q, from, Math.min(end, from + per)));
-        const [events, queued, ...groups] = await Promise.all([
-          within(
-            sql.unsafe<{ bucket: number; n: number }[]>(
-              `select ((receive_time - $4) / $6)::int as bucket, count(*)::int as n from events
-               where tenant_id = $1 and id >= $2 and id < $3 and receive_time >= $4 and receive_time < $5 group by 1`,
-              [tenantId, idFloor("evt", q.start - ID_MARGIN_MS), idFloor("evt", end + ID_MARGIN_MS), q.start, end, q.bucketMs],
-              { prepare: true },
-            ),
-            timeoutMs,
-          ),
+        const parts = readWindow(q, await rollups.watermark(tenantId));
+        const [queued, ...answers] = await Promise.all([
           within(
             sql<{ n: number; oldest: string | null }[]>`select count(*)::int as n, min(id) as oldest from runs
               where tenant_id = ${tenantId} and status = 'queued'`,
             timeoutMs,
           ),
-          ...slices,
+          ...(parts.rolled ? [rolled(tenantId, q, parts.rolled.from, parts.rolled.to)] : []),
+          ...parts.live.map((r) => live(tenantId, q, r.from, r.to)),
         ]);
-        const rows = groups.flat().map(toGroup).filter((g): g is RunGroup => g !== undefined);
         const oldest = queued[0]?.oldest;
-        return foldGroups(q, rows, events, { n: queued[0]?.n ?? 0, oldestTime: oldest ? idTime(oldest) : undefined });
+        return foldGroups(q, answers.flatMap((a) => a.groups), answers.flatMap((a) => a.events), {
+          n: queued[0]?.n ?? 0,
+          oldestTime: oldest ? idTime(oldest) : undefined,
+        });
       }),
+    unsealed: (now) => pg(() => rollups.unsealed(now)),
+    seal: (tenantId, now) => pg(() => rollups.seal(tenantId, now)),
   };
 }

@@ -1,3 +1,4 @@
+import { slotFloor } from "../overview.js";
 import type { PruneResult, RetentionStore } from "../store.js";
 import type { Sql } from "./open.js";
 import { pg } from "./errors.js";
@@ -34,7 +35,13 @@ export function createPgRetention(sql: Sql): RetentionStore {
       const buckets = await tx`
         delete from rate_limit_buckets where key in (
           select key from rate_limit_buckets where refill_time < ${before}::int8 limit ${batch}::int4 for update skip locked)`;
-      return { runs: runs.count, events: events.count, slots: slots.count, buckets: buckets.count };
+      // The sealed range first: no overview reads the rows deleted after it.
+      const cut = slotFloor(before);
+      await tx`update overview_watermarks set sealed_from = ${cut}::int8, sealed_until = greatest(sealed_until, ${cut}::int8) where sealed_from < ${cut}::int8`;
+      const rollups = await tx`
+        delete from overview_rollups where (tenant_id, slot, kind, status, key) in (
+          select tenant_id, slot, kind, status, key from overview_rollups where slot < ${cut}::int8 limit ${batch}::int4)`;
+      return { runs: runs.count, events: events.count, slots: slots.count, buckets: buckets.count, rollups: rollups.count };
     });
   return { prune: (before, batch) => pg(() => prune(before, batch)) };
 }

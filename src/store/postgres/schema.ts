@@ -235,6 +235,34 @@ export const scheduleSlots = pgTable(
   (t) => [primaryKey({ columns: [t.triggerId, t.slotTime] })],
 );
 
+// The overview's sealed rollups (store/overview.ts, ./overview-rollups.ts):
+// per tenant and slot (its start, ms), a count per group of the runs created
+// in it (kind: bucket by status, agent, trigger, failure word, duration key)
+// and of its events. Written once, when the slot is sealed; deleted by
+// retention (slot) with the runs they counted.
+export const overviewRollups = pgTable(
+  "overview_rollups",
+  {
+    tenantId: ownerTenantId(),
+    slot: ms("slot").notNull(),
+    kind: text("kind").notNull(),
+    status: text("status").notNull(),
+    key: text("key").notNull(),
+    n: integer("n").notNull(),
+    failures: integer("failures").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.tenantId, t.slot, t.kind, t.status, t.key] }), index("overview_rollups_slot").on(t.slot)],
+);
+
+// Each tenant's sealed slots: [sealed_from, sealed_until) are in
+// overview_rollups. The sealer moves sealed_until (the row locked), retention
+// sealed_from.
+export const overviewWatermarks = pgTable("overview_watermarks", {
+  tenantId: text("tenant_id").primaryKey(),
+  sealedFrom: ms("sealed_from").notNull(),
+  sealedUntil: ms("sealed_until").notNull(),
+});
+
 // Token buckets of the per-source webhook rate limit, shared by every process
 // on the database.
 export const rateLimitBuckets = pgTable("rate_limit_buckets", {

@@ -1,22 +1,37 @@
 // The tenant overview on SQLite: the groups PostgreSQL makes in one pass
 // (store/postgres/overview.ts), one prepared statement each, over the
 // window's rows found by the tenant's (tenant_id, id) index; folded the same
-// way (`foldGroups`).
+// way (`foldGroups`). The slots sealed already are read from their rollups
+// instead (./overview-rollups.ts), the rest as ever.
 import type Database from "better-sqlite3";
 import { idFloor, idTime } from "../../lib/ids.js";
-import { DURATION_KEY, ID_MARGIN_MS, LEADING_WORD, foldGroups, type OverviewCounts, type OverviewQuery, type OverviewStore, type RunGroup } from "../overview.js";
+import {
+  DURATION_KEY,
+  ID_MARGIN_MS,
+  LEADING_WORD,
+  foldGroups,
+  fromRollups,
+  readWindow,
+  type OverviewCounts,
+  type OverviewQuery,
+  type OverviewStore,
+  type RunGroup,
+} from "../overview.js";
 import { run } from "./errors.js";
+import { createSqliteRollups } from "./overview-rollups.js";
 
 const FAILED = `status in ('failed', 'timed_out')`;
 const ENDED = `status in ('succeeded', 'failed', 'timed_out') and start_time is not null and end_time is not null`;
 const IN_RUNS = `tenant_id = :tenant and id >= :lo and id < :hi and create_time >= :start and create_time < :end`;
 
+// [start, end) of a window whose buckets count from `origin`.
 interface Window {
   tenant: string;
   lo: string;
   hi: string;
   start: number;
   end: number;
+  origin: number;
   bucket: number;
 }
 
@@ -26,7 +41,7 @@ export function createSqliteOverview(raw: Database.Database): OverviewStore {
   );
   const groups = (select: string, where = "") => raw.prepare<Window, RunGroup>(`${select} from runs where ${IN_RUNS} ${where}`);
   const statements = [
-    groups(`select 'bucket' as "set", (create_time - cast(:start as integer)) / cast(:bucket as integer) as bucket, status, count(*) as n`, "group by 2, 3"),
+    groups(`select 'bucket' as "set", (create_time - cast(:origin as integer)) / cast(:bucket as integer) as bucket, status, count(*) as n`, "group by 2, 3"),
     groups(`select 'agent' as "set", agent_id as id, count(*) as n, sum(${FAILED}) as failures`, "group by agent_id"),
     groups(`select 'trigger' as "set", trigger_id as id, count(*) as n, sum(${FAILED}) as failures`, "and trigger_id is not null group by trigger_id"),
     groups(
@@ -36,31 +51,44 @@ export function createSqliteOverview(raw: Database.Database): OverviewStore {
     groups(`select 'duration' as "set", ${DURATION_KEY("(end_time - start_time)")} as ms, count(*) as n`, `and ${ENDED} group by 2`),
   ];
   const events = raw.prepare<Window, { bucket: number; n: number }>(
-    `select (receive_time - cast(:start as integer)) / cast(:bucket as integer) as bucket, count(*) as n from events
+    `select (receive_time - cast(:origin as integer)) / cast(:bucket as integer) as bucket, count(*) as n from events
      where tenant_id = :tenant and id >= :lo and id < :hi and receive_time >= :start and receive_time < :end group by 1`,
   );
   const queued = raw.prepare<[string], { n: number; oldest: string | null }>(
     `select count(*) as n, min(id) as oldest from runs where tenant_id = ? and status = 'queued'`,
   );
 
+  const rollups = createSqliteRollups(raw);
+  // The live groups and events of [from, to) of the window.
+  const live = (tenantId: string, q: OverviewQuery, from: number, to: number) => {
+    const window = (kind: "run" | "evt"): Window => ({
+      tenant: tenantId,
+      lo: idFloor(kind, from - ID_MARGIN_MS),
+      hi: idFloor(kind, to + ID_MARGIN_MS),
+      start: from,
+      end: to,
+      origin: q.start,
+      bucket: q.bucketMs,
+    });
+    const runs = window("run");
+    return { groups: statements.flatMap((s) => s.all(runs)), events: events.all(window("evt")) };
+  };
+
   return {
     tenant: (tenantId: string, q: OverviewQuery): Promise<OverviewCounts> =>
       run(() => {
-        const end = q.start + q.buckets * q.bucketMs;
-        const window = (kind: "run" | "evt"): Window => ({
-          tenant: tenantId,
-          lo: idFloor(kind, q.start - ID_MARGIN_MS),
-          hi: idFloor(kind, end + ID_MARGIN_MS),
-          start: q.start,
-          end,
-          bucket: q.bucketMs,
-        });
-        const runs = window("run");
+        const parts = readWindow(q, rollups.watermark(tenantId));
+        const answers = [
+          ...(parts.rolled ? [fromRollups(rollups.read(tenantId, parts.rolled.from, parts.rolled.to, q.start, q.bucketMs))] : []),
+          ...parts.live.map((r) => live(tenantId, q, r.from, r.to)),
+        ];
         const waiting = queued.get(tenantId);
-        return foldGroups(q, statements.flatMap((s) => s.all(runs)), events.all(window("evt")), {
+        return foldGroups(q, answers.flatMap((a) => a.groups), answers.flatMap((a) => a.events), {
           n: waiting?.n ?? 0,
           oldestTime: waiting?.oldest ? idTime(waiting.oldest) : undefined,
         });
       }),
+    unsealed: (now) => run(() => rollups.unsealed(now)),
+    seal: (tenantId, now) => run(() => rollups.seal(tenantId, now)),
   };
 }

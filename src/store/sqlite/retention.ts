@@ -1,4 +1,5 @@
 import type Database from "better-sqlite3";
+import { slotFloor } from "../overview.js";
 import type { PruneResult, RetentionStore } from "../store.js";
 import { run } from "./errors.js";
 import { withLockWait } from "./lock-wait.js";
@@ -31,14 +32,21 @@ export function createSqliteRetention(raw: Database.Database): RetentionStore {
   );
   // A bucket untouched that long is full again: deleting it changes nothing.
   const buckets = raw.prepare(`delete from rate_limit_buckets where key in (select key from rate_limit_buckets where refill_time < ? limit ?)`);
-  const prune = raw.transaction(
-    (before: number, batch: number): PruneResult => ({
+  // The sealed range first: no overview reads the rows deleted after it.
+  const sealedFrom = raw.prepare<{ cut: number }>(
+    `update overview_watermarks set sealed_from = :cut, sealed_until = max(sealed_until, :cut) where sealed_from < :cut`,
+  );
+  const rollups = raw.prepare(`delete from overview_rollups where rowid in (select rowid from overview_rollups where slot < ? limit ?)`);
+  const prune = raw.transaction((before: number, batch: number): PruneResult => {
+    const pruned = {
       runs: runs.run(before, batch).changes,
       events: events.run(before, batch).changes,
       slots: slots.run(before, batch).changes,
       buckets: buckets.run(before, batch).changes,
-    }),
-  );
+    };
+    sealedFrom.run({ cut: slotFloor(before) });
+    return { ...pruned, rollups: rollups.run(slotFloor(before), batch).changes };
+  });
   return {
     prune: (before, batch) => run(() => withLockWait(raw, LOCK_WAIT_MS, () => prune.immediate(before, batch))),
   };
