@@ -251,8 +251,10 @@ describe("crash recovery (agentplane dev, SIGKILL)", () => {
       // 16 senders; after 300 ms and 100 accepted events, kill at a moment a
       // run is leased (the senders keep going until the kill, so 16 posts
       // are in flight at it: more events before it only mean more runs to
-      // wait for after it).
-      const sending = await killUntilLeased(first, webhookToken, { senders: 16, loaded: (accepted, ms) => ms >= 300 && accepted >= 100, killWithinMs: 3_000 });
+      // wait for after it). Looked for up to 10 s a try, as scenario 2 does:
+      // at load 26 (two make tests side by side) five tries of 3 s each
+      // once found no run between its claim and its first step.
+      const sending = await killUntilLeased(first, webhookToken, { senders: 16, loaded: (accepted, ms) => ms >= 300 && accepted >= 100, killWithinMs: 10_000 });
       const { leased, looks, loadMs } = sending;
       const acceptedAtKill = sending.accepted.size;
       expect(sending.unexpected).toEqual([]);
