@@ -138,8 +138,8 @@ export async function buildApp(options: AppOptions): Promise<App> {
     onOverrun: (mode, reason) => observer.expressionOverrun(use(mode), reason),
     onPlaced: (mode, where) => observer.expressionPlaced(use(mode), where),
   });
-  // One warning per trigger per minute, not one per event.
-  const filterWarnings = new LogThrottle(options.expressions?.warnEveryMs ?? 60_000);
+  // One warning per trigger per minute, not one per event, on the service's clock.
+  const filterWarnings = new LogThrottle(options.expressions?.warnEveryMs ?? 60_000, undefined, options.now);
   let execution: Execution | undefined = options.execution;
   const platform = createPlatform({
     ...options,
