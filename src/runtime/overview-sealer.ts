@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
-import { FailureStreak } from "../lib/failure-streak.js";
 import { MAX_SEAL_SLOTS, type OverviewStore } from "../store/overview.js";
+import { Rounds, sleep } from "./rounds.js";
 
 export interface OverviewSealerOptions {
   store: Pick<OverviewStore, "unsealed" | "seal">;
@@ -18,8 +18,6 @@ export interface SealRoundResult {
   slots: number;
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 // Seals the tenant overview's slots (store/overview.ts): every interval a
 // round over the tenants with slots left to seal, one pass each; a tenant
 // whose pass sealed a whole day (a first round over a long history) gets
@@ -29,41 +27,33 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 // each slot once, however many seal at the same time.
 export class OverviewSealer {
   readonly #o: Required<OverviewSealerOptions>;
-  #timer?: NodeJS.Timeout;
-  // Set by stop(): no further pass or round starts.
-  #stopped = false;
-  #round?: Promise<unknown>;
-  // Rounds failing while the database is down log once, and once when one works.
-  readonly #failures: FailureStreak;
+  readonly #rounds: Rounds;
 
   constructor(options: OverviewSealerOptions) {
     this.#o = { intervalMs: 60_000, now: Date.now, ...options };
-    this.#failures = new FailureStreak(this.#o.log, "overview sealing round (tried again at the next interval)");
+    this.#rounds = new Rounds(() => this.runOnce(), this.#o.intervalMs, this.#o.log, "overview sealing round");
   }
 
   // The first round a whole interval after start, not at once: nothing is
   // lost waiting (the overview reads live rows until then), and what writes
   // history right after a start (a seeding script, a test) has its minute.
   start(): void {
-    this.#stopped = false;
-    this.#schedule();
+    this.#rounds.start(this.#o.intervalMs * (0.75 + Math.random() / 2));
   }
 
   // Waits for a pass under way; no further pass starts.
-  async stop(): Promise<void> {
-    this.#stopped = true;
-    clearTimeout(this.#timer);
-    await this.#round;
+  stop(): Promise<void> {
+    return this.#rounds.stop();
   }
 
   async runOnce(): Promise<SealRoundResult> {
     const { store, log } = this.#o;
     const total: SealRoundResult = { passes: 0, slots: 0 };
     let tenants = await store.unsealed(this.#o.now());
-    while (tenants.length && !this.#stopped) {
+    while (tenants.length && !this.#rounds.stopped) {
       const behind: string[] = [];
       for (const tenantId of tenants) {
-        if (this.#stopped) break;
+        if (this.#rounds.stopped) break;
         const started = performance.now();
         const slots = await store.seal(tenantId, this.#o.now());
         total.passes++;
@@ -75,19 +65,5 @@ export class OverviewSealer {
     }
     if (total.slots) log.debug(total, "overview slots sealed");
     return total;
-  }
-
-  #schedule(): void {
-    this.#timer = setTimeout(() => {
-      this.#round = this.runOnce()
-        .then(
-          () => this.#failures.succeeded(),
-          (err: unknown) => void this.#failures.failed(err),
-        )
-        .finally(() => {
-          if (!this.#stopped) this.#schedule();
-        });
-    }, this.#o.intervalMs * (0.75 + Math.random() / 2));
-    this.#timer.unref();
   }
 }

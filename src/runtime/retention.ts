@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
-import { FailureStreak } from "../lib/failure-streak.js";
 import type { PruneResult, RetentionStore } from "../store/store.js";
+import { Rounds, sleep } from "./rounds.js";
 
 const DAY_MS = 86_400_000;
 
@@ -21,8 +21,6 @@ export interface RetentionOptions {
 
 export type RoundResult = PruneResult & { batches: number };
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 // Deletes what is past retention: every interval a round of batches, the next
 // batch only while the last came back full, pausing between batches as long
 // as the batch took, so ingest (and other processes waiting for SQLite's
@@ -30,29 +28,21 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 // a time; the store tells the others to skip.
 export class Retention {
   readonly #o: Required<RetentionOptions>;
-  #timer?: NodeJS.Timeout;
-  // Set by stop(): no further batch or round starts.
-  #stopped = false;
-  #round?: Promise<unknown>;
-  // Rounds failing while the database is down log once, and once when one works.
-  readonly #failures: FailureStreak;
+  readonly #rounds: Rounds;
 
   constructor(options: RetentionOptions) {
     if (!(options.days >= 1)) throw new Error("retention must keep at least one day (the idempotency window)");
     this.#o = { intervalMs: 60_000, now: Date.now, ...options };
-    this.#failures = new FailureStreak(this.#o.log, "retention round (tried again at the next interval)");
+    this.#rounds = new Rounds(() => this.runOnce(), this.#o.intervalMs, this.#o.log, "retention round");
   }
 
   start(): void {
-    this.#stopped = false;
-    this.#schedule(Math.random() * this.#o.intervalMs);
+    this.#rounds.start(Math.random() * this.#o.intervalMs);
   }
 
   // Waits for a batch under way; no further batch starts.
-  async stop(): Promise<void> {
-    this.#stopped = true;
-    clearTimeout(this.#timer);
-    await this.#round;
+  stop(): Promise<void> {
+    return this.#rounds.stop();
   }
 
   async runOnce(): Promise<RoundResult> {
@@ -69,24 +59,10 @@ export class Retention {
       total.slots += pruned.slots;
       total.buckets += pruned.buckets;
       total.rollups += pruned.rollups;
-      if (Math.max(pruned.events, pruned.runs, pruned.slots, pruned.buckets, pruned.rollups) < batch || this.#stopped) break;
+      if (Math.max(pruned.events, pruned.runs, pruned.slots, pruned.buckets, pruned.rollups) < batch || this.#rounds.stopped) break;
       await sleep(Math.max(1, performance.now() - started));
     }
     if (total.events || total.runs) log.info({ ...total, before: new Date(before).toISOString() }, "retention deleted old events and runs");
     return total;
-  }
-
-  #schedule(delayMs: number): void {
-    this.#timer = setTimeout(() => {
-      this.#round = this.runOnce()
-        .then(
-          () => this.#failures.succeeded(),
-          (err: unknown) => void this.#failures.failed(err),
-        )
-        .finally(() => {
-          if (!this.#stopped) this.#schedule(this.#o.intervalMs * (0.75 + Math.random() / 2));
-        });
-    }, delayMs);
-    this.#timer.unref();
   }
 }
