@@ -12,7 +12,8 @@ export interface IngestWrite {
 export type PendingIngest = Pending<IngestWrite, IngestResult>;
 
 // An item refused by its tenant's queued-runs cap: nothing of it was stored.
-export const OVER_QUOTA = Symbol("over quota");
+// A string, so an outcome crosses between threads as it is.
+export const OVER_QUOTA = "over quota";
 export type Outcome = IngestResult | typeof OVER_QUOTA;
 
 // Queued runs per tenant as of this point of a transaction.

@@ -2,7 +2,7 @@ import { StoreConflictError, StoreReferenceError, StoreRefusedError, StoreUnavai
 
 // SQLite error codes that mean "the database cannot serve now", as opposed to
 // a bad request: they surface as `unavailable`.
-const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|READONLY|CORRUPT|NOTADB|PROTOCOL)/;
+export const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|READONLY|CORRUPT|NOTADB|PROTOCOL)/;
 
 export function toStoreError(err: unknown): unknown {
   const code = (err as { code?: unknown }).code;

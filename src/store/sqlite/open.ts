@@ -1,22 +1,14 @@
-import { mkdirSync } from "node:fs";
-import { dirname, join } from "node:path";
-import Database from "better-sqlite3";
+import { join } from "node:path";
+import type Database from "better-sqlite3";
 import { drizzle, type BetterSQLite3Database } from "drizzle-orm/better-sqlite3";
 import { migrate } from "drizzle-orm/better-sqlite3/migrator";
 import { projectRoot } from "../../lib/project-root.js";
+import { openConnection, type SqliteOptions } from "./connection.js";
 import * as schema from "./schema.js";
 
+export { BUSY_TIMEOUT_MS, type SqliteOptions } from "./connection.js";
+
 export type Db = BetterSQLite3Database<typeof schema>;
-
-// How long a statement waits for another connection's write lock.
-export const BUSY_TIMEOUT_MS = 5000;
-
-export interface SqliteOptions {
-  // File path, or ":memory:".
-  path: string;
-  // FULL: an acknowledged write survives power loss, not only a crash.
-  synchronous?: "FULL" | "NORMAL";
-}
 
 export interface OpenedSqlite {
   db: Db;
@@ -24,12 +16,7 @@ export interface OpenedSqlite {
 }
 
 export function openSqlite(options: SqliteOptions): OpenedSqlite {
-  if (options.path !== ":memory:") mkdirSync(dirname(options.path), { recursive: true });
-  const raw = new Database(options.path);
-  raw.pragma("journal_mode = WAL");
-  raw.pragma(`synchronous = ${options.synchronous ?? "FULL"}`);
-  raw.pragma("foreign_keys = ON");
-  raw.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  const raw = openConnection(options);
   return { raw, db: drizzle(raw, { schema }) };
 }
 

@@ -3,12 +3,16 @@ import type { RateLimitStore } from "../store.js";
 import { msUntilToken } from "../token-bucket.js";
 import { run } from "./errors.js";
 
+export type TakeArgs = Parameters<RateLimitStore["take"]>;
+export type Taken = Awaited<ReturnType<RateLimitStore["take"]>>;
+
 // The token bucket every process on the file shares, one row per key, read
 // and written under the write lock (an immediate transaction). `raw` is a
 // connection of its own with synchronous=NORMAL: in WAL mode its commits skip
 // the fsync that a synchronous=FULL commit pays, which a bucket does not
 // need (a power loss only refills it), while checkpoints still sync.
-export function createSqliteRateLimits(raw: Database.Database): RateLimitStore {
+
+export function createBucketTake(raw: Database.Database): (...args: TakeArgs) => Taken {
   const read = raw.prepare<[string], { tokens: number; refill_time: number }>("select tokens, refill_time from rate_limit_buckets where key = ?");
   const write = raw.prepare(
     `insert into rate_limit_buckets (key, tokens, refill_time) values (?, ?, ?)
@@ -24,7 +28,13 @@ export function createSqliteRateLimits(raw: Database.Database): RateLimitStore {
     write.run(key, tokens - granted, Math.max(bucket?.refill_time ?? now, now));
     return { ok: true as const, granted };
   });
-  return {
-    take: (key, rate, burst, now, want = 1) => run(() => take.immediate(key, rate, burst, now, want)),
-  };
+  return (key, rate, burst, now, want = 1) => take.immediate(key, rate, burst, now, want);
+}
+
+// On this thread (an in-memory database); a database file's buckets are
+// taken on the writer thread (writer.ts), so that waiting for the write
+// lock never holds the HTTP thread.
+export function createSqliteRateLimits(raw: Database.Database): RateLimitStore {
+  const take = createBucketTake(raw);
+  return { take: (...args) => run(() => take(...args)) };
 }

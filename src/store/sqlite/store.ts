@@ -8,6 +8,7 @@ import { idFloor } from "../../lib/ids.js";
 import { createSqliteMemberChange, createSqliteMemberships } from "./members.js";
 import type { GroupCommitOptions } from "../group-commit.js";
 import { createSqliteWebhookStore } from "./ingest.js";
+import { WriterThread } from "./writer.js";
 import { createSqliteRunQueue, prepareQueuedCount, prepareQueueStats } from "./queue.js";
 import { createSqliteRateLimits } from "./rate-limits.js";
 import { createSqliteOverview } from "./overview.js";
@@ -187,9 +188,10 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
   const queuedCount = lazy(() => prepareQueuedCount(raw));
   const queueStats = lazy(() => prepareQueueStats(raw));
   const signals = new SqliteSignals(raw, options.signals);
-  // Rate-limit buckets on a connection of their own (see rate-limits.ts);
-  // an in-memory database is one connection's alone.
-  const limits = options.path === ":memory:" ? raw : openSqlite({ path: options.path, synchronous: "NORMAL" }).raw;
+  // A database file's ingest commits and rate-limit buckets are written on
+  // a thread of their own (writer.ts); an in-memory database is one
+  // connection's alone.
+  const writer = options.path === ":memory:" ? undefined : new WriterThread(options);
 
   // This process's writes are signalled to it as they commit; other
   // processes' are seen by SqliteSignals.
@@ -235,20 +237,21 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
       queuedCount: (tenantId) => run(() => queuedCount().get(tenantId)!),
       queueStats: () => run(() => queueStats()()),
     },
-    webhooks: createSqliteWebhookStore(raw, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }),
+    webhooks: createSqliteWebhookStore(raw, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }, writer),
     queue: createSqliteRunQueue(raw),
     schedules: createSqliteScheduleStore(raw),
     signals,
-    rateLimits: createSqliteRateLimits(limits),
+    rateLimits: writer ? { take: (...args) => writer.take(...args).catch((err: unknown) => Promise.reject(toStoreError(err))) } : createSqliteRateLimits(raw),
     retention: createSqliteRetention(raw),
     overview: createSqliteOverview(raw),
     ping: () => probeWritable(raw).catch((err: unknown) => Promise.reject(toStoreError(err))),
-    close: () =>
-      run(() => {
+    close: async () => {
+      await writer?.close();
+      return run(() => {
         signals.close();
-        if (limits !== raw) limits.close();
         raw.close();
-      }),
+      });
+    },
     },
     signals,
   );

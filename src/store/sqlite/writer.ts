@@ -1,0 +1,110 @@
+// The HTTP thread's writes on a thread of their own: ingest's commits and the
+// rate limits' buckets. better-sqlite3 is synchronous, so on the HTTP thread
+// a commit's fsync (10-30 ms on an ordinary disk, far more on a shared one)
+// and every wait for another connection's write lock held every request of
+// every tenant. The writer thread owns its connections and writes one
+// message at a time; the HTTP thread keeps serving meanwhile, the next
+// ingest batch gathering behind the commit under way (group commit), and a
+// request is answered only once the writer says its event is committed.
+import { once } from "node:events";
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { Worker } from "node:worker_threads";
+import { StoreUnavailableError } from "../errors.js";
+import type { SqliteOptions } from "./connection.js";
+import { fromPlainError, type EncodedIngest, type PlainOutcome } from "./ingest-commit.js";
+import type { TakeArgs, Taken } from "./rate-limits.js";
+import type { FromWriter, ToWriter } from "./writer-thread.js";
+
+// A thread that does not finish its write and close within this is stopped.
+const CLOSE_WAIT_MS = 10_000;
+
+type Answer = FromWriter & { outcomes?: PlainOutcome[]; taken?: Taken };
+
+interface Waiting {
+  resolve(answer: Answer): void;
+  reject(error: Error): void;
+}
+
+// Compiled, the thread runs its .js module; from TypeScript (the test
+// runner) there is none, and the .ts module is loaded through tsx.
+function startThread(options: SqliteOptions): Worker {
+  const compiled = new URL("./writer-thread.js", import.meta.url);
+  if (existsSync(fileURLToPath(compiled))) return new Worker(compiled, { workerData: options });
+  const source = new URL("./writer-thread.ts", import.meta.url).href;
+  return new Worker(`import("tsx/esm/api").then(({ register }) => { register(); return import(${JSON.stringify(source)}); })`, {
+    eval: true,
+    workerData: options,
+  });
+}
+
+// Started at its first write: a runtime thread's store, which never ingests,
+// never starts one.
+export class WriterThread {
+  readonly #options: SqliteOptions;
+  #thread?: Worker;
+  #closed = false;
+  #nextId = 0;
+  readonly #waiting = new Map<number, Waiting>();
+
+  constructor(options: SqliteOptions) {
+    this.#options = { path: options.path, synchronous: options.synchronous ?? "FULL" };
+  }
+
+  // Each item's outcome once the batch is committed; rejects when the
+  // commit failed (nothing of the batch stored) or the thread died with the
+  // batch (then it may or may not be stored: its senders retry, and an
+  // idempotency key finds the stored event).
+  async commit(batch: EncodedIngest[]): Promise<PlainOutcome[]> {
+    return (await this.#ask((id) => ({ id, batch }))).outcomes!;
+  }
+
+  async take(...take: TakeArgs): Promise<Taken> {
+    return (await this.#ask((id) => ({ id, take }))).taken!;
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    const thread = this.#thread;
+    this.#thread = undefined;
+    if (!thread) return;
+    const exited = once(thread, "exit");
+    thread.postMessage({ close: true } satisfies ToWriter);
+    const timer = setTimeout(() => void thread.terminate(), CLOSE_WAIT_MS);
+    await exited.finally(() => clearTimeout(timer));
+  }
+
+  #ask(message: (id: number) => ToWriter): Promise<Answer> {
+    if (this.#closed) return Promise.reject(new StoreUnavailableError("the store is closed"));
+    const thread = this.#thread ?? this.#start();
+    const id = ++this.#nextId;
+    return new Promise<Answer>((resolve, reject) => {
+      this.#waiting.set(id, { resolve, reject });
+      thread.postMessage(message(id));
+    });
+  }
+
+  #start(): Worker {
+    const thread = startThread(this.#options);
+    // Idle, it keeps no process alive; a write in flight is awaited by a
+    // request, whose socket does.
+    thread.unref();
+    thread.on("message", (answer: Answer) => {
+      const waiting = this.#waiting.get(answer.id);
+      this.#waiting.delete(answer.id);
+      if ("failed" in answer) waiting?.reject(fromPlainError(answer.failed));
+      else waiting?.resolve(answer);
+    });
+    const lost = (error: Error) => {
+      // An error of the thread's own (not its answer's) is a fault of ours:
+      // the write it held answers unavailable, and the next starts a thread.
+      if (this.#thread === thread) this.#thread = undefined;
+      for (const waiting of this.#waiting.values()) waiting.reject(error);
+      this.#waiting.clear();
+    };
+    thread.on("error", (err) => lost(new StoreUnavailableError(`the store's writer thread failed: ${err.message}`)));
+    thread.on("exit", (code) => lost(new StoreUnavailableError(`the store's writer thread exited (code ${code})`)));
+    this.#thread = thread;
+    return thread;
+  }
+}
