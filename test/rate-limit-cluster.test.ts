@@ -76,6 +76,7 @@ async function hammer(clock: SteppedClock, takers: (() => Promise<number>)[], ms
   return { accepted, seconds: (clock.ms - start) / 1000 };
 }
 
+const OK_TAKE = { ok: true };
 const RATE = 400;
 const BURST = 100;
 // The bucket refills for the last step's time too, but nobody takes it.
@@ -196,6 +197,43 @@ describe.each([
     expect(await limiter.take("slow")).toEqual({ ok: false, retryAfterSeconds: 1 });
     clock.ms += 1;
     expect(await limiter.take("slow")).toEqual({ ok: true });
+  });
+
+  // The store may be slow to answer (on SQLite its take can wait behind a
+  // commit): a key in steady use asks for its next lease as it spends its
+  // last token, so the request after does not wait for the store.
+  it("renews a busy key's lease ahead, as its last token is spent", async () => {
+    const clock = new SteppedClock();
+    const { rateLimits } = connect();
+    let asked = 0;
+    let slow = false;
+    let answer!: () => void;
+    const answered = new Promise<void>((resolve) => (answer = resolve));
+    // The real store, counted, and held from answering once `slow`.
+    const held: RateLimitStore = {
+      take: async (...args) => {
+        asked++;
+        if (slow) await answered;
+        return rateLimits.take(...args);
+      },
+    };
+    // 100/s: leases of at most two tokens.
+    const limiter = new RateLimiter({ store: held, ratePerSecond: 100, burst: 100, now: clock.now });
+    for (let i = 0; i < 6; i++) expect(await limiter.take("busy")).toEqual({ ok: true });
+    slow = true;
+    const askedBefore = asked;
+    // Takes until the store is asked: each answers from the lease at once,
+    // the one that spends the last token included.
+    const results: unknown[] = [];
+    while (asked === askedBefore && results.length < 4) {
+      const result = await Promise.race([limiter.take("busy"), new Promise((resolve) => setImmediate(() => resolve("waited for the store")))]);
+      results.push(result);
+      if (typeof result === "string") break;
+    }
+    answer();
+    expect(asked).toBe(askedBefore + 1);
+    expect(results.length).toBeGreaterThan(0);
+    for (const result of results) expect(result).toEqual(OK_TAKE);
   });
 
   it("fails closed when the store is unavailable", async () => {

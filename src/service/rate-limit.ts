@@ -37,7 +37,8 @@ const SWEEP_EVERY_MS = 10_000;
 // all replicas together never pass the rate; leases sized by demand keep a
 // quiet replica from holding tokens a busy one needs, and one replica alone
 // gets the whole rate. One store call per key is in flight per process; the
-// takes that arrive meanwhile wait for it. An empty bucket says when its next
+// takes that arrive meanwhile wait for it, and a key in steady use makes that
+// call as it spends its last token, ahead of the request that needs more. An empty bucket says when its next
 // token comes, and takes until then are refused here without asking.
 export class RateLimiter {
   readonly #o: Required<RateLimiterOptions>;
@@ -59,6 +60,14 @@ export class RateLimiter {
       const now = this.#o.now();
       if (lease.tokens >= 1 && now < lease.expires) {
         lease.tokens--;
+        // A key in steady use renews its lease as it spends the last token,
+        // so the next request finds tokens rather than waiting for the store
+        // (which on SQLite may be behind a commit). A failed renewal is met
+        // again, and answered, by the take that needs it.
+        if (lease.tokens < 1 && !lease.pending && this.#demand(lease, now) > 1)
+          lease.pending = this.#renew(key, lease)
+            .catch(() => {})
+            .finally(() => (lease.pending = undefined));
         return OK;
       }
       if (now < lease.emptyUntil) return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil((lease.emptyUntil - now) / 1000)) };
@@ -72,7 +81,8 @@ export class RateLimiter {
     const taken = await this.#o.store.take(key, this.#o.ratePerSecond, this.#o.burst, this.#o.now(), want);
     const now = this.#o.now();
     if (taken.ok) {
-      lease.tokens = taken.granted;
+      // Tokens still unspent when renewed ahead stay spendable.
+      lease.tokens = (now < lease.expires ? lease.tokens : 0) + taken.granted;
       lease.expires = now + this.#o.leaseMs;
     } else {
       lease.tokens = 0;
