@@ -280,7 +280,10 @@ describe("webhook ingestion", () => {
 
 describe("webhook limits and failures", () => {
   it("answers 429 with Retry-After past the source's burst", async () => {
-    const server = await startServer({ authenticator: issuer.authenticator(60), webhook: { maxBytes: 4096, ratePerSecond: 1, burst: 2 } });
+    // The service's clock stands still: on a loaded machine a second between
+    // two posts would refill a token at 1/s, and the burst is what is tested.
+    const frozen = Date.now();
+    const server = await startServer({ authenticator: issuer.authenticator(60), webhook: { maxBytes: 4096, ratePerSecond: 1, burst: 2 }, now: () => frozen });
     try {
       await server.seedTenant("acme", [{ subject: issuer.clientId, role: "admin" }]);
       const { token } = await newSource(server, "s");
