@@ -84,6 +84,8 @@ import { describeHost, runBench } from "../lib/run.js";
 const TENANT = "bench";
 // Signs each request of the `signed` mode (compiled next to this file).
 const SIGN_STANDARD_WEBHOOKS = fileURLToPath(new URL("./sign-standard-webhooks.cjs", import.meta.url));
+// Spreads the `tenants` mode's requests over the tenants' sources.
+const ROTATE_TOKENS = fileURLToPath(new URL("./rotate-tokens.cjs", import.meta.url));
 type Signer = (request: { headers: Record<string, string>; body: string }) => { headers: Record<string, string> };
 const WEBHOOK_PATH = "/webhooks/events";
 const EVENT_TYPE = "order.created";
@@ -99,6 +101,10 @@ const TARGET_VS_SQLITE = 1.0;
 // of the one-trigger rate the largest must keep.
 const TRIGGER_COUNTS = [1, 100, 1_000, 10_000];
 const TARGET_VS_ONE_TRIGGER = 0.8;
+// Tenants mode: tenants sending at once, and the share of one tenant's rate
+// the many must keep (issue 20).
+const TENANT_COUNTS = [1, 100];
+const TARGET_VS_ONE_TENANT = 0.8;
 // autocannon puts a new id in place of this in every request.
 const NEW_ID = "[<id>]";
 // Each store target keeps the one event its preflight posted.
@@ -147,9 +153,11 @@ interface Target {
   url: string;
   headers: Record<string, string>;
   // The body posted, when not the run's own; the module that rewrites each
-  // request (signed deliveries).
+  // request (signed deliveries, tokens in turn), and what it reads from the
+  // environment.
   body?: string;
   setupRequest?: string;
+  env?: Record<string, string>;
   received: () => number;
   // Of those, the ones whose client went away before the answer was sent
   // (autocannon closing its connections when a load's time is up): each may
@@ -263,7 +271,8 @@ async function startSqliteInsert(): Promise<Target> {
 
 interface AgentplaneTarget extends Target {
   dbPath: string;
-  matchingTriggerId: string;
+  // Each tenant's trigger that the event matches.
+  matchingTriggerIds: string[];
   // Filter evaluations that failed (agentplane_trigger_filter_failures_total).
   filterFailures: () => Promise<number>;
 }
@@ -277,6 +286,9 @@ async function startAgentplane(
   groupCommit: GroupCommitOptions | undefined,
   triggers?: number,
   signed?: { body: string },
+  // Tenants mode: this many tenants, each request to the next one's source
+  // (one included, so both sides pay the same generator).
+  tenants?: number,
 ): Promise<AgentplaneTarget> {
   const dir = tempDir();
   const dbPath = join(dir, "agentplane.db");
@@ -299,11 +311,18 @@ async function startAgentplane(
     // As `serve` does: the expression sandbox's processes start ahead of the
     // first filter that needs one.
     app.start();
-    const { token, signingSecret, sourceUrl, matchingTriggerId } = await seed(
-      app,
-      triggers === undefined ? undefined : { dbPath, nonMatching: triggers - 1 },
-      signed ? { url } : undefined,
-    );
+    const seeded = [];
+    for (let i = 0; i < (tenants ?? 1); i++)
+      seeded.push(
+        await seed(
+          app,
+          triggers === undefined ? undefined : { dbPath, nonMatching: triggers - 1 },
+          signed ? { url } : undefined,
+          i === 0 ? TENANT : `${TENANT}-${i + 1}`,
+        ),
+      );
+    const { token, signingSecret, sourceUrl } = seeded[0]!;
+    const matchingTriggerIds = seeded.map((t) => t.matchingTriggerId);
     const opened = { app, store };
     // Opened for the check after the load, so no reader is attached while
     // the bench measures.
@@ -320,11 +339,13 @@ async function startAgentplane(
       url: url + path,
       ...(signed
         ? { headers: JSON_HEADERS, body: signed.body, setupRequest: SIGN_STANDARD_WEBHOOKS }
-        : { headers: { ...JSON_HEADERS, "x-webhook-token": token!, "idempotency-key": NEW_ID } }),
+        : tenants !== undefined
+          ? { headers: JSON_HEADERS, setupRequest: ROTATE_TOKENS, env: { BENCH_TOKENS: seeded.map((t) => t.token!).join(",") } }
+          : { headers: { ...JSON_HEADERS, "x-webhook-token": token!, "idempotency-key": NEW_ID } }),
       ...requestCounter(app.server.server, path),
       stored,
       dbPath,
-      matchingTriggerId,
+      matchingTriggerIds,
       async filterFailures() {
         const text = await (await fetch(`${url}/metrics`)).text();
         return [...text.matchAll(/^agentplane_trigger_filter_failures_total\{[^}]*\} (\d+)$/gm)].reduce((n, m) => n + Number(m[1]), 0);
@@ -351,13 +372,15 @@ async function startAgentplane(
 // `direct.nonMatching` rows written in one transaction by a second connection
 // (one commit each through the service would take minutes at 10,000).
 // `signed`: the source is a Standard Webhooks one (its URL under `signed.url`).
+// `tenant`: the slug of the tenant made for them.
 async function seed(
   app: App,
   direct?: { dbPath: string; nonMatching: number },
   signed?: { url: string },
+  tenant = TENANT,
 ): Promise<{ token?: string; signingSecret?: string; sourceUrl?: string; matchingTriggerId: string }> {
   const op = app.platform;
-  await op.invokeAsOperator("createTenant", create(CreateTenantRequestSchema, { tenant: { slug: TENANT, displayName: "Benchmark tenant" } }));
+  await op.invokeAsOperator("createTenant", create(CreateTenantRequestSchema, { tenant: { slug: tenant, displayName: "Benchmark tenant" } }));
   const agent = create(AgentSchema, {
     name: "order-triage",
     description: "Triages new orders.",
@@ -365,14 +388,14 @@ async function seed(
     model: { baseUrl: "https://models.example.com/v1", model: "gpt-4o-mini", apiKey: "" },
     maxSteps: 8,
   });
-  const { agent: created } = await op.invokeAsOperator("createAgent", create(CreateAgentRequestSchema, { agent }), TENANT);
+  const { agent: created } = await op.invokeAsOperator("createAgent", create(CreateAgentRequestSchema, { agent }), tenant);
   const agentId = created?.id;
   if (!agentId) throw new Error("createAgent returned no id");
   const kind = signed ? WebhookSourceKind.STANDARD_WEBHOOKS : WebhookSourceKind.ENVELOPE;
   const source = await op.invokeAsOperator(
     "createWebhookSource",
     create(CreateWebhookSourceRequestSchema, { webhookSource: { name: "shop", kind } }),
-    TENANT,
+    tenant,
   );
   const sourceId = source.webhookSource?.id;
   if (!sourceId || !(signed ? source.signingSecret?.startsWith("whsec_") : source.token?.startsWith("whk_")))
@@ -381,7 +404,7 @@ async function seed(
     op.invokeAsOperator(
       "createTrigger",
       create(CreateTriggerRequestSchema, { trigger: { agentId, kind: { case: "webhook", value: { sourceId, eventTypePattern, filter } } } }),
-      TENANT,
+      tenant,
     );
   if (direct) insertNonMatching(direct.dbPath, agentId, sourceId, direct.nonMatching);
   else for (let i = 1; i <= NON_MATCHING_TRIGGERS; i++) await trigger(`other.type.${i}`);
@@ -417,6 +440,7 @@ function insertNonMatching(dbPath: string, agentId: string, sourceId: string, co
 // bench's body (agentplane: with one matched trigger), and agentplane really
 // checks the token.
 async function preflight(target: Target, defaultBody: string, agentplane: boolean): Promise<void> {
+  Object.assign(process.env, target.env);
   const body = target.body ?? defaultBody;
   let headers = Object.fromEntries(Object.entries(target.headers).map(([k, v]) => [k, v.replace(NEW_ID, randomUUID())]));
   if (target.setupRequest) headers = (createRequire(import.meta.url)(target.setupRequest) as Signer)({ headers, body }).headers;
@@ -427,9 +451,9 @@ async function preflight(target: Target, defaultBody: string, agentplane: boolea
   const answer = JSON.parse(text) as { matched_triggers?: number };
   if (answer.matched_triggers !== 1)
     throw new Error(`${target.name}: the event matched ${answer.matched_triggers} triggers, expected 1: ${text}`);
-  const forgery = target.setupRequest
-    ? { ...headers, "webhook-signature": `v1,${randomBytes(32).toString("base64")}` }
-    : { ...headers, "x-webhook-token": "whk_" + "A".repeat(43) };
+  const forgery = headers["x-webhook-token"]
+    ? { ...headers, "x-webhook-token": "whk_" + "A".repeat(43) }
+    : { ...headers, "webhook-signature": `v1,${randomBytes(32).toString("base64")}` };
   const forged = await fetch(target.url, { method: "POST", headers: forgery, body });
   await forged.arrayBuffer();
   if (forged.status !== 401) throw new Error(`${target.name}: a forged credential got ${forged.status}, expected 401`);
@@ -438,6 +462,8 @@ async function preflight(target: Target, defaultBody: string, agentplane: boolea
 // Every answer must be a 202, so perSec counts accepted events: all 202 over
 // the run's measured wall time.
 function load(target: Target, seconds: number, opts: LoadOptions & { body: string }, label: string): Promise<Result> {
+  // What its setupRequest reads, in the environment its worker threads inherit.
+  Object.assign(process.env, target.env);
   return runLoad({
     name: target.name,
     label,
@@ -513,6 +539,9 @@ async function checkStore(target: Target, before: number, answered: number, load
 // one run.
 function checkRuns(target: AgentplaneTarget, filterFailures: number): { line: string; problems: string[]; note: string | undefined } {
   const db = new Database(target.dbPath, { readonly: true });
+  const ids = JSON.stringify(target.matchingTriggerIds);
+  const triggersNamed =
+    target.matchingTriggerIds.length === 1 ? `trigger ${target.matchingTriggerIds[0]}` : `its tenant's matching trigger (${target.matchingTriggerIds.length} tenants)`;
   try {
     const one = (query: string, ...params: string[]) => (db.prepare(query).get(...params) as { n: number }).n;
     const events = one("select count(*) as n from events");
@@ -521,16 +550,19 @@ function checkRuns(target: AgentplaneTarget, filterFailures: number): { line: st
     const oneMatch = one(
       "select count(*) as n from events where json_array_length(case json_type(matched_trigger_ids) " +
         "when 'text' then matched_trigger_ids ->> '$' else matched_trigger_ids end) = 1 " +
-        "and (case json_type(matched_trigger_ids) when 'text' then matched_trigger_ids ->> '$' else matched_trigger_ids end) ->> '$[0]' = ?",
-      target.matchingTriggerId,
+        "and (case json_type(matched_trigger_ids) when 'text' then matched_trigger_ids ->> '$' else matched_trigger_ids end) ->> '$[0]' " +
+        "in (select value from json_each(?))",
+      ids,
     );
     const doubleEncoded = one(
       "select count(*) as n from events where json_type(payload) = 'text' or json_type(matched_trigger_ids) = 'text'",
     );
     const runs = one("select count(*) as n from runs");
     const linked = one(
-      "select count(*) as n from runs r join events e on e.id = r.event_id where r.status = 'queued' and r.trigger_id = ?",
-      target.matchingTriggerId,
+      "select count(*) as n from runs r join events e on e.id = r.event_id and e.tenant_id = r.tenant_id " +
+        "where r.status = 'queued' and r.trigger_id in (select value from json_each(?)) " +
+        "and r.trigger_id = (e.matched_trigger_ids ->> '$[0]')",
+      ids,
     );
     const perEvent = one("select count(distinct event_id) as n from runs");
     const unmatched = one(
@@ -555,7 +587,7 @@ function checkRuns(target: AgentplaneTarget, filterFailures: number): { line: st
     return {
       line:
         `${target.name}: ${runs} runs = ${matched} events that matched (of ${events}), ` +
-        `each queued for trigger ${target.matchingTriggerId} (one per event)`,
+        `each queued for ${triggersNamed} (one per event)`,
       problems,
       note: notes.length ? notes.join("\n  NOTE  ") : undefined,
     };
@@ -712,6 +744,37 @@ async function compareTriggerCounts(loadOpts: Load, duration: number, targets: T
   await checkDatabases(agentplanes, agentplanes, measured, loadOpts.connections);
 }
 
+// The same service with one tenant sending, and with a hundred sending at
+// once (each its own source, agent and ten triggers; requests spread over
+// them in turn): what the many keep of the one's rate.
+async function compareTenantCounts(loadOpts: Load, duration: number, targets: Target[]): Promise<void> {
+  const agentplanes: AgentplaneTarget[] = [];
+  for (const n of TENANT_COUNTS) {
+    const t = await startAgentplane(`agentplane, ${n} tenant${n === 1 ? "" : "s"}`, undefined, undefined, undefined, n);
+    targets.push(t);
+    agentplanes.push(t);
+  }
+  for (const t of agentplanes) await preflight(t, loadOpts.body, true);
+  for (const t of agentplanes) t.startCounting();
+  const counts = TENANT_COUNTS.map(String);
+  console.log(
+    header(
+      loadOpts,
+      duration,
+      `${counts.join(" / ")} tenants sending, each with ${NON_MATCHING_TRIGGERS + 1} webhook triggers, 1 matching, its filter ${MATCHING_FILTER}`,
+      [...counts, ...[...counts].reverse()].join(", "),
+    ),
+  );
+  const measured = await measure(agentplanes, loadOpts, duration);
+  const one = measured.summaries.get(agentplanes[0]!)!;
+  const many = measured.summaries.get(agentplanes[agentplanes.length - 1]!)!;
+  const ratio = many.perSec / one.perSec;
+  console.log(
+    `\n${many.name} / 1 tenant: ${ratio.toFixed(2)}x events/s (target >= ${TARGET_VS_ONE_TENANT.toFixed(2)}x: ${ratio >= TARGET_VS_ONE_TENANT ? "met" : "NOT met"})`,
+  );
+  await checkDatabases(agentplanes, agentplanes, measured, loadOpts.connections);
+}
+
 // An OTLP/HTTP receiver in a child process (a collector runs elsewhere, not
 // on the service's event loop): answers every export 200 and counts them.
 async function startOtlpSink(): Promise<{ url: string; stats(): Promise<{ exports: number; bytes: number }>; close(): void }> {
@@ -852,7 +915,7 @@ signed / envelope: ${((s.perSec / e.perSec) * 100).toFixed(1)} % of events/s; ` 
   await checkDatabases(agentplanes, agentplanes, measured, loadOpts.connections);
 }
 
-const MODES = { baselines: compareBaselines, triggers: compareTriggerCounts, tracing: compareTracing, signed: compareSigned };
+const MODES = { baselines: compareBaselines, triggers: compareTriggerCounts, tenants: compareTenantCounts, tracing: compareTracing, signed: compareSigned };
 
 // `run.js` compares agentplane with the two baselines; `run.js triggers`
 // compares tenants of 1 to 10,000 webhook triggers; `run.js tracing`
