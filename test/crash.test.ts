@@ -83,6 +83,20 @@ interface RunRow {
   attempt: number;
 }
 
+// A look at the database of a process stopped with SIGSTOP: stopped in the
+// middle of a commit (its writer thread's), it may leave the WAL index
+// half-written, and SQLite then refuses readers (SQLITE_PROTOCOL after its
+// retries, or BUSY) until it goes on. That look finds nothing; the process
+// is resumed and looked at again.
+function lookWhileStopped<T>(look: () => T): T | undefined {
+  try {
+    return look();
+  } catch (err) {
+    if ((err as { code?: string }).code === "SQLITE_PROTOCOL" || (err as { code?: string }).code === "SQLITE_BUSY") return undefined;
+    throw err;
+  }
+}
+
 // Reads the database as it is on disk (read-only; WAL lets the server write on).
 function readDb<T>(dataDir: string, fn: (db: Database.Database) => T): T {
   const db = new Database(join(dataDir, "agentplane.db"), { readonly: true, fileMustExist: true });
@@ -135,7 +149,7 @@ async function killWhileLeased(dev: DevProcess, timeoutMs: number): Promise<{ le
     dev.child.kill("SIGSTOP");
     await stopped(pid);
     looks++;
-    if (startedNoStep(dev.dataDir) || Date.now() > deadline) {
+    if (lookWhileStopped(() => startedNoStep(dev.dataDir)) || Date.now() > deadline) {
       await dev.kill();
       return { leased: leasedRuns(dev.dataDir), looks };
     }
