@@ -7,6 +7,7 @@ import { createRequire } from "node:module";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
+import { newId } from "../src/lib/ids.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { bearer, connectCall, sqliteRows, startServer, type TestServer } from "./support/server.js";
 
@@ -73,4 +74,31 @@ test("a commit waiting for the write lock holds neither the HTTP thread nor the 
   expect(sqliteRows(server, "select id, event_type from events where id = ?", body.event_id)).toEqual([
     { id: body.event_id, event_type: "order.created" },
   ]);
+});
+
+// The signals' poll sees every other connection's commit, the writer
+// thread's included, possibly before this thread has handled the writer's
+// answer: a worker woken by it could start a run before this process said
+// (and logged) that it was queued.
+test("the poll for other connections' commits signals this process's own commit after its answer", async () => {
+  const [source] = sqliteRows<{ id: string; tenant_id: string }>(server, "select id, tenant_id from webhook_sources limit 1");
+  const order: string[] = [];
+  const off = server.store.signals.onRunsQueued(() => order.push("signalled"));
+  try {
+    const t = Date.now();
+    const event = { id: newId("evt"), tenantId: source!.tenant_id, sourceId: source!.id, eventType: "order.created", payload: {} };
+    const ingested = server.store.webhooks
+      .ingest({ event: { ...event, receiveTime: t, idempotencyKey: null, matchedTriggerIds: [], createTime: t, updateTime: t }, runs: [] }, 86_400_000)
+      .then(() => order.push("answered"));
+    // The batch goes to the writer at the next turn; this thread is then
+    // held while the writer commits, so that the poll (every 100 ms) and the
+    // writer's answer are both due when it is free again.
+    await new Promise((resolve) => setImmediate(resolve));
+    for (const until = Date.now() + 250; Date.now() < until; );
+    await ingested;
+    for (let i = 0; i < 100 && !order.includes("signalled"); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(order).toEqual(["answered", "signalled"]);
+  } finally {
+    off();
+  }
 });

@@ -16,6 +16,15 @@ export interface SqliteSignalOptions {
   now?: () => number;
 }
 
+// This process's writes on another connection (the writer thread's): a
+// commit of theirs moves data_version before this thread has heard that it
+// committed, and so before the signal its writer sends (../signalled.ts).
+export interface OwnWrites {
+  // Calls `fn` once every write in flight now has been answered here (at
+  // once when none is).
+  afterInFlight(fn: () => void): void;
+}
+
 // The store's signals on SQLite. This process's writes are signalled to it
 // as they commit (../signalled.ts). Other processes' commits are seen by polling
 // PRAGMA data_version, which changes on this connection only when another
@@ -36,9 +45,12 @@ export class SqliteSignals extends SignalHub {
   #cancelsSince: number;
   #timer?: NodeJS.Timeout;
 
-  constructor(raw: Database.Database, options: SqliteSignalOptions = {}) {
+  readonly #ownWrites?: OwnWrites;
+
+  constructor(raw: Database.Database, options: SqliteSignalOptions = {}, ownWrites?: OwnWrites) {
     super();
     this.#raw = raw;
+    this.#ownWrites = ownWrites;
     this.#now = options.now ?? Date.now;
     this.#dataVersion = raw.prepare<[], number>("pragma data_version").pluck(true);
     this.#lastVersion = this.#dataVersion.get()!;
@@ -69,13 +81,27 @@ export class SqliteSignals extends SignalHub {
       // Not migrated yet, or unreadable: anything may have changed.
       this.changed(undefined);
     }
+    // What it saw may be this process's own writes, whose signals (and the
+    // "run queued" lines) come when their answers are handled: it signals
+    // after those, so that a worker woken here does not start a run before
+    // this process has said it was queued.
+    if (this.#ownWrites) this.#ownWrites.afterInFlight(() => this.#signal(changed));
+    else this.#signal(changed);
+  }
+
+  #signal(changed: Set<string> | undefined): void {
     if (changed) for (const table of CACHED) if (changed.has(table)) this.changed(table);
     this.runsQueued();
     // Which tenant's runs or events, if any, is not counted (a trigger per
     // inserted row would cost the ingest path): every stream looks once.
     this.runsChanged(undefined);
     this.eventsAdded(undefined);
-    if (changed?.has("runs_cancelled")) this.#cancelled();
+    if (!changed?.has("runs_cancelled")) return;
+    try {
+      this.#cancelled();
+    } catch {
+      // Closed meanwhile (the signal waited for this process's writes).
+    }
   }
 
   close(): void {

@@ -187,11 +187,11 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
 
   const queuedCount = lazy(() => prepareQueuedCount(raw));
   const queueStats = lazy(() => prepareQueueStats(raw));
-  const signals = new SqliteSignals(raw, options.signals);
   // A database file's ingest commits and rate-limit buckets are written on
   // a thread of their own (writer.ts); an in-memory database is one
   // connection's alone.
   const writer = options.path === ":memory:" ? undefined : new WriterThread(options);
+  const signals = new SqliteSignals(raw, options.signals, writer);
 
   // This process's writes are signalled to it as they commit; other
   // processes' are seen by SqliteSignals.

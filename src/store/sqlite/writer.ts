@@ -46,6 +46,8 @@ export class WriterThread {
   #closed = false;
   #nextId = 0;
   readonly #waiting = new Map<number, Waiting>();
+  // Called once the writes up to `upTo` are answered (see afterInFlight).
+  readonly #after: { upTo: number; fn: () => void }[] = [];
 
   constructor(options: SqliteOptions) {
     this.#options = { path: options.path, synchronous: options.synchronous ?? "FULL" };
@@ -61,6 +63,14 @@ export class WriterThread {
 
   async take(...take: TakeArgs): Promise<Taken> {
     return (await this.#ask((id) => ({ id, take }))).taken!;
+  }
+
+  // Writes are answered in order; `fn` runs after the answer to the last
+  // one in flight now, once what that answer resolved has run (the
+  // ingest's continuations, its "run queued" lines and signals).
+  afterInFlight(fn: () => void): void {
+    if (!this.#waiting.size) return fn();
+    this.#after.push({ upTo: this.#nextId, fn });
   }
 
   async close(): Promise<void> {
@@ -84,6 +94,10 @@ export class WriterThread {
     });
   }
 
+  #answered(upTo: number): void {
+    while (this.#after.length && this.#after[0]!.upTo <= upTo) setImmediate(this.#after.shift()!.fn);
+  }
+
   #start(): Worker {
     const thread = startThread(this.#options);
     // Idle, it keeps no process alive; a write in flight is awaited by a
@@ -94,6 +108,7 @@ export class WriterThread {
       this.#waiting.delete(answer.id);
       if ("failed" in answer) waiting?.reject(fromPlainError(answer.failed));
       else waiting?.resolve(answer);
+      this.#answered(answer.id);
     });
     const lost = (error: Error) => {
       // An error of the thread's own (not its answer's) is a fault of ours:
@@ -101,6 +116,7 @@ export class WriterThread {
       if (this.#thread === thread) this.#thread = undefined;
       for (const waiting of this.#waiting.values()) waiting.reject(error);
       this.#waiting.clear();
+      this.#answered(Infinity);
     };
     thread.on("error", (err) => lost(new StoreUnavailableError(`the store's writer thread failed: ${err.message}`)));
     thread.on("exit", (code) => lost(new StoreUnavailableError(`the store's writer thread exited (code ${code})`)));
