@@ -10,6 +10,7 @@ import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { newId } from "../src/lib/ids.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { bearer, connectCall, sqliteRows, startServer, type TestServer } from "./support/server.js";
+import { waitFor } from "./support/wait.js";
 
 let issuer: DevIssuer;
 let server: TestServer;
@@ -96,7 +97,7 @@ test("the poll for other connections' commits signals this process's own commit 
     await new Promise((resolve) => setImmediate(resolve));
     for (const until = Date.now() + 250; Date.now() < until; );
     await ingested;
-    for (let i = 0; i < 100 && !order.includes("signalled"); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    await waitFor("the poll's signal", 2_000, () => (order.includes("signalled") ? true : undefined), 20);
     expect(order).toEqual(["answered", "signalled"]);
   } finally {
     off();

@@ -13,7 +13,7 @@ import { migratePostgres, openPostgres, type Sql } from "../src/store/postgres/o
 import { createPgRetention } from "../src/store/postgres/retention.js";
 import * as pgSchema from "../src/store/postgres/schema.js";
 import type { EventInsert, RunInsert, RunStatus } from "../src/store/rows.js";
-import { BUSY_TIMEOUT_MS } from "../src/store/sqlite/open.js";
+import { BUSY_TIMEOUT_MS } from "../src/store/sqlite/connection.js";
 import * as sqliteSchema from "../src/store/sqlite/schema.js";
 import { createSqliteStore } from "../src/store/sqlite/store.js";
 import type { RetentionStore } from "../src/store/store.js";

@@ -38,8 +38,9 @@ const SWEEP_EVERY_MS = 10_000;
 // quiet replica from holding tokens a busy one needs, and one replica alone
 // gets the whole rate. One store call per key is in flight per process; the
 // takes that arrive meanwhile wait for it, and a key in steady use makes that
-// call as it spends its last token, ahead of the request that needs more. An empty bucket says when its next
-// token comes, and takes until then are refused here without asking.
+// call as it spends its last token, ahead of the request that needs more. An
+// empty bucket says when its next token comes, and takes until then are
+// refused here without asking.
 export class RateLimiter {
   readonly #o: Required<RateLimiterOptions>;
   readonly #maxLease: number;

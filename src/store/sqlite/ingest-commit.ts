@@ -1,7 +1,7 @@
 // The ingest transaction on SQLite: events and their runs, a batch at a time.
-// It runs on whichever thread owns the connection it is given: the ingest
-// writer thread (ingest-writer.ts) for a database file, the calling thread
-// for an in-memory one. Its input and output are plain data, so a batch
+// It runs on whichever thread owns the connection it is given: the store's
+// writer thread (writer.ts) for a database file, the calling thread for an
+// in-memory one. Its input and output are plain data, so a batch
 // crosses between threads as it is.
 import type Database from "better-sqlite3";
 import type { RunInsert } from "../rows.js";

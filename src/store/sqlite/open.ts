@@ -6,8 +6,6 @@ import { projectRoot } from "../../lib/project-root.js";
 import { openConnection, type SqliteOptions } from "./connection.js";
 import * as schema from "./schema.js";
 
-export { BUSY_TIMEOUT_MS, type SqliteOptions } from "./connection.js";
-
 export type Db = BetterSQLite3Database<typeof schema>;
 
 export interface OpenedSqlite {

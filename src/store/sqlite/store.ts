@@ -16,7 +16,8 @@ import { createSqliteRetention } from "./retention.js";
 import { createSqliteScheduleStore } from "./schedules.js";
 import type * as rows from "../rows.js";
 import * as schema from "./schema.js";
-import { migrateSqlite, openSqlite, type Db, type SqliteOptions } from "./open.js";
+import type { SqliteOptions } from "./connection.js";
+import { migrateSqlite, openSqlite, type Db } from "./open.js";
 import { SqliteSignals, type SqliteSignalOptions } from "./signals.js";
 import { listQuery, type ExtraCondition } from "../list-query.js";
 import { signalled } from "../signalled.js";
@@ -241,7 +242,7 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
     queue: createSqliteRunQueue(raw),
     schedules: createSqliteScheduleStore(raw),
     signals,
-    rateLimits: writer ? { take: (...args) => writer.take(...args).catch((err: unknown) => Promise.reject(toStoreError(err))) } : createSqliteRateLimits(raw),
+    rateLimits: writer ? { take: (...args) => writer.take(...args) } : createSqliteRateLimits(raw),
     retention: createSqliteRetention(raw),
     overview: createSqliteOverview(raw),
     ping: () => probeWritable(raw).catch((err: unknown) => Promise.reject(toStoreError(err))),

@@ -12,6 +12,7 @@ import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import { StoreUnavailableError } from "../errors.js";
 import type { SqliteOptions } from "./connection.js";
+import { toStoreError } from "./errors.js";
 import { fromPlainError, type EncodedIngest, type PlainOutcome } from "./ingest-commit.js";
 import type { TakeArgs, Taken } from "./rate-limits.js";
 import type { FromWriter, ToWriter } from "./writer-thread.js";
@@ -23,7 +24,7 @@ type Answer = FromWriter & { outcomes?: PlainOutcome[]; taken?: Taken };
 
 interface Waiting {
   resolve(answer: Answer): void;
-  reject(error: Error): void;
+  reject(error: unknown): void;
 }
 
 // Compiled, the thread runs its .js module; from TypeScript (the test
@@ -106,7 +107,8 @@ export class WriterThread {
     thread.on("message", (answer: Answer) => {
       const waiting = this.#waiting.get(answer.id);
       this.#waiting.delete(answer.id);
-      if ("failed" in answer) waiting?.reject(fromPlainError(answer.failed));
+      // As the store's own calls fail (errors.ts): by the SQLite code.
+      if ("failed" in answer) waiting?.reject(toStoreError(fromPlainError(answer.failed)));
       else waiting?.resolve(answer);
       this.#answered(answer.id);
     });
