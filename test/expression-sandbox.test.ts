@@ -54,6 +54,33 @@ describe("expression sandbox", () => {
     }
   });
 
+  it("matches a short regular expression inline, and one whose match could outlast a slice in a process", async () => {
+    const placed: string[] = [];
+    const placing = new ExpressionSandbox({ workers: 1, onPlaced: (_mode, where) => placed.push(where) });
+    try {
+      const email = "$contains(payload.email, /@example\\.com$/i)";
+      expect(await placing.evaluate("t", [email], { payload: { email: "Jane@Example.com" } }, 1000, "filter")).toEqual([{ ok: true, value: true }]);
+      expect(placed).toEqual(["inline"]);
+      // RE2 is linear, but one match is one uninterruptible loop: 200,000
+      // characters against this pattern is past what a slice may hold.
+      placed.length = 0;
+      const long = { payload: { email: "a".repeat(200_000) + "!" } };
+      expect(await placing.evaluate("t", ["$contains(payload.email, /^(a+)+$/)"], long, 5000, "filter")).toEqual([{ ok: true, value: false }]);
+      expect(placed).toEqual(["sandbox"]);
+      // Counted repetition compiles to a program longer than its pattern, and
+      // a long pattern is long to match: neither is inline.
+      placed.length = 0;
+      const small = { payload: { email: "ab" } };
+      expect(await placing.evaluate("t", ["$contains(payload.email, /a{2,900}/)", `$contains(payload.email, /${"(a|b)".repeat(60)}/)`], small, 1000, "filter")).toEqual([
+        { ok: true, value: false },
+        { ok: true, value: false },
+      ]);
+      expect(placed).toEqual(["sandbox", "sandbox"]);
+    } finally {
+      await placing.close();
+    }
+  });
+
   // The budgets are CPU time (a loaded machine stretches them in wall time),
   // so these tests read the sandbox's own account of what an expression
   // used, not a stopwatch.

@@ -1,10 +1,13 @@
 // Expressions whose cost is at most linear in their input, so they may run on
 // the service's own event loop under a short time slice instead of paying a
 // round trip to the sandbox: navigation, predicates, comparisons, arithmetic,
-// string concatenation, conditionals, constructors, and a list of builtins
-// that are linear in their arguments. Anything that can loop, recurse,
-// allocate without bound or backtrack (ranges, lambdas, bindings, regular
-// expressions, sorting, `**`, function application, transforms) is not.
+// string concatenation, conditionals, constructors, a list of builtins that
+// are linear in their arguments, and short regular expressions (RE2, linear
+// in input and pattern; each match's cost is checked as it starts, see
+// linear-regex.ts). Anything that can loop, recurse, allocate without bound
+// (ranges, lambdas, bindings, sorting, `**`, function application,
+// transforms) is not, nor a pattern with counted repetition (`a{1000}`),
+// whose compiled size is not its length.
 //
 // Linear in time is not enough on this thread, because one native call is
 // never interrupted by the time slice: what a builtin or `&` builds in one
@@ -16,6 +19,9 @@
 // `payload.a.$$.payload.a`).
 const NODE_TYPES = new Set(["path", "binary", "unary", "name", "string", "number", "value", "wildcard", "condition", "block", "function", "variable"]);
 const UNARY = new Set(["-", "[", "{"]);
+// Longest pattern source a bounded expression may hold.
+export const INLINE_PATTERN_MAX_CHARS = 256;
+const inlinePattern = (value: unknown) => value instanceof RegExp && value.source.length <= INLINE_PATTERN_MAX_CHARS && !value.source.includes("{");
 export const BOUNDED_FUNCTIONS = [
   "exists", "not", "boolean", "number", "string", "length", "lowercase", "uppercase", "trim", "contains",
   "substring", "substringBefore", "substringAfter", "count", "sum", "max", "min", "average", "type",
@@ -39,6 +45,10 @@ export function isBounded(ast: unknown): boolean {
     const n = node as { type?: string; value?: unknown; procedure?: { type?: string; value?: unknown }; steps?: unknown[] };
     if (n.type === "filter") {
       stack.push([(node as { expr?: unknown }).expr, true]);
+      continue;
+    }
+    if (n.type === "regex") {
+      if (!inlinePattern(n.value)) return false;
       continue;
     }
     if (!n.type || !NODE_TYPES.has(n.type)) return false;

@@ -1,7 +1,13 @@
 import jsonata from "jsonata";
+import { RE2JS } from "re2js";
 import { isBounded } from "./bounded.js";
+import { linearRegExpClass, TOO_COSTLY } from "./linear-regex.js";
 import { classifyFailure, settle, type Mode, type Outcome } from "./sandbox-program.js";
 import { GUARDED_NATIVES, installSizeLimits, loadNatives, type NativeFunction, type SizeLimits } from "./size-guard.js";
+
+// At most about 5 ms a match (linear-regex.ts), the inline slice's length:
+// a longer input is matched in the sandbox, as a slice that ran out is.
+const InlineRegExp = linearRegExpClass(RE2JS, 100_000);
 
 type Compiled = { expression: ReturnType<typeof jsonata>; options: { timeout: number }; checkResult?: (value: unknown) => void };
 
@@ -36,8 +42,8 @@ export class InlineExpressions {
         // input. JSONata's depth and sequence guards cost a quarter of the
         // webhook path's throughput (bench/webhooks); the time guard costs
         // nothing measurable.
-        const options = { timeout: 0 };
-        const expression = jsonata(source, options as Parameters<typeof jsonata>[1]); // its typings predate timeout
+        const options = { timeout: 0, RegexEngine: InlineRegExp };
+        const expression = jsonata(source, options as unknown as Parameters<typeof jsonata>[1]); // its typings predate timeout and want a RegExp constructor
         if (isBounded(expression.ast())) entry = { expression, options };
       } catch {
         // A parse error is the sandbox's to report, like any other.
@@ -48,7 +54,8 @@ export class InlineExpressions {
     return entry ?? undefined;
   }
 
-  // Undefined when the slice ran out: evaluate it in the sandbox instead.
+  // Undefined when the slice ran out or a match would take longer than one:
+  // evaluate it in the sandbox instead.
   async evaluate(compiled: Compiled, input: unknown, sliceMs: number, mode: Mode): Promise<Outcome | undefined> {
     // Installed before the first evaluation (it rewrites the expression).
     const natives = await this.#natives;
@@ -59,6 +66,7 @@ export class InlineExpressions {
       if (mode !== "filter") compiled.checkResult(value);
       return settle(value, mode);
     } catch (err) {
+      if ((err as { code?: string } | undefined)?.code === TOO_COSTLY) return undefined;
       const outcome = classifyFailure(err);
       return outcome.ok || outcome.kind !== "timeout" ? outcome : undefined;
     }

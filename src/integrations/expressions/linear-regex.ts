@@ -9,13 +9,29 @@ export type LinearEngine = typeof RE2JS;
 //
 // A factory over the engine, because the sandbox process receives this class
 // as source text (see sandbox-program.ts): it closes over nothing else.
-export function linearRegExpClass(engine: LinearEngine) {
+//
+// `maxCost`: the most characters of input times characters of pattern one
+// match may take (RE2's matching is linear in both; about 50 ns per unit at
+// worst on this engine). Past it, `exec` throws `{ code: TOO_COSTLY }`
+// instead: the inline tier runs regular expressions under it, since one
+// match is a native-like loop its time slice cannot interrupt.
+export function linearRegExpClass(engine: LinearEngine, maxCost = Infinity) {
+  // JSONata compiles a regular expression literal each time it evaluates
+  // one; compiling costs far more than matching a short string.
+  const patterns = new Map<string, RE2JS>();
   const compile = (source: string, flags: string) => {
-    let bits = 0;
-    if (flags.includes("i")) bits |= engine.CASE_INSENSITIVE;
-    if (flags.includes("m")) bits |= engine.MULTILINE;
-    if (flags.includes("s")) bits |= engine.DOTALL;
-    return engine.compile(source, bits);
+    const key = `${flags}/${source}`;
+    let pattern = patterns.get(key);
+    if (!pattern) {
+      let bits = 0;
+      if (flags.includes("i")) bits |= engine.CASE_INSENSITIVE;
+      if (flags.includes("m")) bits |= engine.MULTILINE;
+      if (flags.includes("s")) bits |= engine.DOTALL;
+      pattern = engine.compile(source, bits);
+      if (patterns.size >= 1000) patterns.clear();
+      patterns.set(key, pattern);
+    }
+    return pattern;
   };
 
   // The part of the RegExp interface JSONata's `RegexEngine` option uses:
@@ -23,13 +39,17 @@ export function linearRegExpClass(engine: LinearEngine) {
   return class LinearRegExp {
     lastIndex = 0;
     readonly #pattern: RE2JS;
+    readonly #size: number;
 
     constructor(literal: RegExp) {
       this.#pattern = compile(literal.source, literal.flags);
+      this.#size = literal.source.length;
     }
 
     exec(input: string): RegExpExecArray | null {
       if (this.lastIndex > input.length) return null;
+      if ((input.length - this.lastIndex) * this.#size > maxCost)
+        throw { code: "too_costly", message: `matching ${input.length} characters against this pattern is too long to run here` };
       const m = this.#pattern.matcher(input);
       if (!m.find(this.lastIndex)) return null;
       const groups: (string | undefined)[] = [m.group(0) ?? ""];
@@ -41,3 +61,5 @@ export function linearRegExpClass(engine: LinearEngine) {
 }
 
 export const LinearRegExp = linearRegExpClass(RE2JS);
+// What `exec` throws past its cost (a plain value: the class is shipped as text).
+export const TOO_COSTLY = "too_costly";
