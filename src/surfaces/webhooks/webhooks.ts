@@ -2,6 +2,7 @@ import { PassThrough } from "node:stream";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { FairTurns } from "../../lib/fair-turns.js";
 import { NO_OBSERVER, type Observer, type WebhookOutcome } from "../../lib/observer.js";
 import type { Accepted, WebhookIngestion, WebhookSource } from "../../service/webhooks.js";
 import type { Delivery, WebhookDeliveries } from "../../service/webhook-deliveries.js";
@@ -84,6 +85,16 @@ export async function webhookSurface(
   // Requests of a known source, and the tenant's bytes in flight they hold.
   const admitted = new WeakMap<FastifyRequest, Admitted>();
   const inflight = new InflightBytes(tenantInflightBytes);
+  // The HTTP thread's time for an event's parsing, validation and matching,
+  // shared between tenants by body size (fair-turns.ts): a tenant with many large
+  // events in flight no longer puts all of them ahead of another's next one.
+  const turns = new FairTurns();
+  // A turn per known request, taken once it may be processed. Nothing of its
+  // work is done for a sender that left while it waited.
+  const turn = async (a: Admitted, bytes: number) => {
+    await turns.turn(a.source.tenantId, bytes);
+    if (a.gone.signal.aborted) throw new ConnectError("the sender went away before the event was stored", Code.Canceled);
+  };
   const release = (a: Admitted) => {
     if (!a.bytes) return;
     inflight.give(a.source.tenantId, a.bytes);
@@ -146,13 +157,8 @@ export async function webhookSurface(
   });
 
   await app.register(async (envelope) => {
-    envelope.addContentTypeParser("application/json", { parseAs: "string", bodyLimit: maxBytes }, (_req, body, done) => {
-      try {
-        done(null, JSON.parse(body as string));
-      } catch {
-        done(new ConnectError("body: is not valid JSON", Code.InvalidArgument));
-      }
-    });
+    // Parsed in the tenant's turn (below).
+    envelope.addContentTypeParser("application/json", { parseAs: "string", bodyLimit: maxBytes }, (_req, body, done) => done(null, body));
 
     envelope.addHook("onRequest", async (req, reply) => {
       const source = await ingestion.authenticate(first(req.headers["x-webhook-token"]));
@@ -170,7 +176,15 @@ export async function webhookSurface(
     envelope.post("/webhooks/events", { bodyLimit: maxBytes }, (req, reply) =>
       handle(req, async (a) => {
         const key = first(req.headers["idempotency-key"] ?? req.headers["webhook-id"]);
-        return answer(reply, a.source, await deliveries.envelope(a.source, req.body, req.headers, key, a.gone.signal));
+        const text = req.body as string;
+        await turn(a, text.length);
+        let body: unknown;
+        try {
+          body = JSON.parse(text);
+        } catch {
+          throw new ConnectError("body: is not valid JSON", Code.InvalidArgument);
+        }
+        return answer(reply, a.source, await deliveries.envelope(a.source, body, req.headers, key, a.gone.signal));
       }),
     );
   });
@@ -229,6 +243,7 @@ export async function webhookSurface(
         charge(a, delivery.body.length);
         await ingestion.admit(a.source);
         a.rated = true;
+        await turn(a, delivery.body.length);
         return answer(reply, a.source, await deliveries.receive(a.source, delivery, a.gone.signal));
       }),
     );
