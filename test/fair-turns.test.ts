@@ -32,12 +32,31 @@ describe("fair turns", () => {
     expect(head.filter((k) => k === "big").length).toBeLessThanOrEqual(11);
   });
 
-  it("puts a tenant that just spent a large turn behind one that spent little, even with nothing waiting between", async () => {
+  it("keeps a tenant's debt while turns wait, and forgets it once none does", async () => {
     const turns = new FairTurns();
-    await turns.turn("big", 50_000);
-    await turns.turn("small", 100);
-    // Both ask again at once: the big one's virtual time is still ahead.
-    expect(await grantOrder(turns, [["big", 100], ["small", 100]])).toEqual(["small", "big"]);
+    // "big" spends a large turn while "small" waits behind it, then both ask
+    // again before the queue empties: small first, its virtual time behind.
+    const order: string[] = [];
+    const first = [turns.turn("big", 50_000).then(() => order.push("big")), turns.turn("small", 100).then(() => order.push("small"))];
+    await first[0];
+    const again = [turns.turn("big", 100).then(() => order.push("big")), turns.turn("small", 100).then(() => order.push("small"))];
+    await Promise.all([...first, ...again]);
+    expect(order).toEqual(["big", "small", "small", "big"]);
+    // Nothing waits now: both start level, and the first to ask goes first.
+    expect(await grantOrder(turns, [["big", 100], ["small", 100]])).toEqual(["big", "small"]);
+  });
+
+  it("gives up the place of a turn whose caller went away, and serves the others", async () => {
+    const turns = new FairTurns();
+    const gone = new AbortController();
+    const blocked = turns.turn("a", 1);
+    const left = turns.turn("b", 1, gone.signal);
+    const other = turns.turn("c", 1);
+    gone.abort(new Error("the sender went away"));
+    await expect(left).rejects.toThrow("the sender went away");
+    expect(turns.waiting).toBe(2);
+    await Promise.all([blocked, other]);
+    expect(turns.waiting).toBe(0);
   });
 
   it("grants the next turn only after the current one's work up to its next wait for I/O", async () => {

@@ -183,6 +183,12 @@ describe("webhook ingestion", () => {
     }
   });
 
+  it("answers a POST with no body and no Content-Type 400, as any body that is not an object", async () => {
+    const res = await fetch(`${server.url}/webhooks/events`, { method: "POST", headers: { "x-webhook-token": source.token } });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ error: "invalid_argument", message: expect.stringContaining("body: must be a JSON object") });
+  });
+
   it("refuses a body that is not JSON by content type with 415", async () => {
     const res = await post(server, source.token, JSON.stringify(ORDER), { "content-type": "text/plain" });
     expect(res.status).toBe(415);

@@ -4,17 +4,21 @@
 // tenant's next one, at every step that request takes. A turn is taken
 // before a request's costly synchronous work (parsing, validating, matching
 // a webhook's event); one turn is granted per event-loop iteration, and the
-// next goes to the key whose waiting request started earliest in virtual
-// time (start-time fair queuing): a key's requests advance its virtual
-// time by their cost, so a key that sent little is served next, and keys
-// that both keep requests waiting share turns in proportion to their cost
-// (bytes, say), not their count.
+// next goes to the key whose waiting turn starts earliest in virtual time
+// (start-time fair queuing): a key's turns advance its virtual time by their
+// cost, so a key that sent little is served next, and keys that both keep
+// turns waiting share them in proportion to their cost (bytes, say), not
+// their count. Debts last only while turns wait: once none does, every key
+// starts level again.
 interface Waiting {
+  key: string;
   start: number;
   grant(): void;
+  refuse(reason: unknown): void;
 }
 
-// Keys whose virtual time is behind by more than this many keys are forgotten.
+// Past this many keys remembered, those already level with the virtual
+// time are forgotten.
 const MAX_REMEMBERED = 10_000;
 
 export class FairTurns {
@@ -25,17 +29,34 @@ export class FairTurns {
   readonly #finish = new Map<string, number>();
   // Virtual time: the start of the turn last granted.
   #virtual = 0;
+  // The latest end of any turn taken: where every key starts once nothing waits.
+  #horizon = 0;
   #scheduled = false;
 
   // Resolves when it is `key`'s turn; the caller's work up to its next wait
-  // for anything else is that turn.
-  turn(key: string, cost: number): Promise<void> {
-    return new Promise<void>((grant) => {
+  // for anything else is that turn. `cost`: the work it stands for (at
+  // least 1). Rejects with the signal's reason, and gives its place up, if
+  // `signal` aborts first.
+  turn(key: string, cost: number, signal?: AbortSignal): Promise<void> {
+    return new Promise<void>((grant, refuse) => {
+      if (signal?.aborted) return refuse(signal.reason);
+      if (!this.#keys.size) this.#level();
       const start = Math.max(this.#virtual, this.#finish.get(key) ?? 0);
-      this.#finish.set(key, start + Math.max(cost, 1));
-      const waiting = this.#keys.get(key);
-      if (waiting) waiting.push({ start, grant });
-      else this.#keys.set(key, [{ start, grant }]);
+      const finish = start + Math.max(cost, 1);
+      this.#finish.set(key, finish);
+      this.#horizon = Math.max(this.#horizon, finish);
+      const waiting: Waiting = { key, start, grant, refuse };
+      const queue = this.#keys.get(key);
+      if (queue) queue.push(waiting);
+      else this.#keys.set(key, [waiting]);
+      if (signal) {
+        const gone = () => this.#cancel(waiting, signal.reason);
+        signal.addEventListener("abort", gone, { once: true });
+        waiting.grant = () => {
+          signal.removeEventListener("abort", gone);
+          grant();
+        };
+      }
       this.#schedule();
     });
   }
@@ -43,8 +64,23 @@ export class FairTurns {
   // Turns waiting now (for metrics and tests).
   get waiting(): number {
     let n = 0;
-    for (const waiting of this.#keys.values()) n += waiting.length;
+    for (const queue of this.#keys.values()) n += queue.length;
     return n;
+  }
+
+  // Nothing waits: every key starts from the latest end taken.
+  #level(): void {
+    this.#virtual = this.#horizon;
+    if (this.#finish.size > MAX_REMEMBERED) this.#finish.clear();
+  }
+
+  #cancel(waiting: Waiting, reason: unknown): void {
+    const queue = this.#keys.get(waiting.key);
+    const at = queue?.indexOf(waiting) ?? -1;
+    if (at < 0) return;
+    queue!.splice(at, 1);
+    if (!queue!.length) this.#keys.delete(waiting.key);
+    waiting.refuse(reason);
   }
 
   #schedule(): void {
@@ -61,15 +97,12 @@ export class FairTurns {
   }
 
   #grantNext(): void {
-    let chosen: [string, Waiting[]] | undefined;
-    for (const entry of this.#keys) if (!chosen || entry[1][0]!.start < chosen[1][0]!.start) chosen = entry;
+    let chosen: Waiting[] | undefined;
+    for (const queue of this.#keys.values()) if (!chosen || queue[0]!.start < chosen[0]!.start) chosen = queue;
     if (!chosen) return;
-    const [key, waiting] = chosen;
-    const next = waiting.shift()!;
-    if (!waiting.length) this.#keys.delete(key);
+    const next = chosen.shift()!;
+    if (!chosen.length) this.#keys.delete(next.key);
     this.#virtual = next.start;
-    if (this.#finish.size > MAX_REMEMBERED)
-      for (const [k, finish] of this.#finish) if (finish <= this.#virtual && !this.#keys.has(k)) this.#finish.delete(k);
     next.grant();
   }
 }

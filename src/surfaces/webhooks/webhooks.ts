@@ -69,6 +69,10 @@ const BODY_REFUSALS: Partial<Record<BodyRefusal["kind"], { error: string; messag
 
 const TOO_LARGE = BODY_REFUSALS.too_large!;
 
+// A webhook's fixed cost in turns, in body bytes: what its headers, lookups
+// and answer take however small its body.
+const REQUEST_COST = 1024;
+
 const first = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
 
 // POST /webhooks/events: the token is checked (and the source's rate limit
@@ -85,15 +89,18 @@ export async function webhookSurface(
   // Requests of a known source, and the tenant's bytes in flight they hold.
   const admitted = new WeakMap<FastifyRequest, Admitted>();
   const inflight = new InflightBytes(tenantInflightBytes);
-  // The HTTP thread's time for an event's parsing, validation and matching,
-  // shared between tenants by body size (fair-turns.ts): a tenant with many large
-  // events in flight no longer puts all of them ahead of another's next one.
+  // The HTTP thread's time for an event's parsing, validation and matching
+  // (up to its first wait for anything else: a sandboxed filter or mapping,
+  // a lookup the cache misses), shared between tenants by body bytes plus
+  // what any request costs (fair-turns.ts): a tenant with many large events
+  // in flight no longer puts all of them ahead of another's next one.
   const turns = new FairTurns();
-  // A turn per known request, taken once it may be processed. Nothing of its
-  // work is done for a sender that left while it waited.
+  // A turn per known request, taken once it may be processed. A sender that
+  // leaves while it waits gives its place up, and nothing of its work is done.
   const turn = async (a: Admitted, bytes: number) => {
-    await turns.turn(a.source.tenantId, bytes);
-    if (a.gone.signal.aborted) throw new ConnectError("the sender went away before the event was stored", Code.Canceled);
+    await turns.turn(a.source.tenantId, REQUEST_COST + bytes, a.gone.signal).catch(() => {
+      throw new ConnectError("the sender went away before the event was stored", Code.Canceled);
+    });
   };
   const release = (a: Admitted) => {
     if (!a.bytes) return;
@@ -176,13 +183,16 @@ export async function webhookSurface(
     envelope.post("/webhooks/events", { bodyLimit: maxBytes }, (req, reply) =>
       handle(req, async (a) => {
         const key = first(req.headers["idempotency-key"] ?? req.headers["webhook-id"]);
-        const text = req.body as string;
-        await turn(a, text.length);
-        let body: unknown;
-        try {
-          body = JSON.parse(text);
-        } catch {
-          throw new ConnectError("body: is not valid JSON", Code.InvalidArgument);
+        // No body at all (and no Content-Type) reaches here as undefined:
+        // accept answers it as any body that is not an object.
+        let body = req.body;
+        if (typeof body === "string") {
+          await turn(a, Buffer.byteLength(body));
+          try {
+            body = JSON.parse(body);
+          } catch {
+            throw new ConnectError("body: is not valid JSON", Code.InvalidArgument);
+          }
         }
         return answer(reply, a.source, await deliveries.envelope(a.source, body, req.headers, key, a.gone.signal));
       }),
