@@ -7,7 +7,7 @@ import { GUARDED_NATIVES, installSizeLimits, loadNatives, type NativeFunction, t
 
 // At most about 5 ms a match (linear-regex.ts), the inline slice's length:
 // a longer input is matched in the sandbox, as a slice that ran out is.
-const InlineRegExp = linearRegExpClass(RE2JS, 100_000);
+const InlineRegExp = linearRegExpClass(RE2JS, { maxCost: 100_000 });
 
 type Compiled = { expression: ReturnType<typeof jsonata>; options: { timeout: number }; checkResult?: (value: unknown) => void };
 
@@ -37,9 +37,9 @@ export class InlineExpressions {
     if (entry === undefined) {
       entry = null;
       try {
-        // Only the time guard: a bounded expression cannot recurse, loop or
-        // use a regular expression, and its sequences are no larger than its
-        // input. JSONata's depth and sequence guards cost a quarter of the
+        // Only the time guard: a bounded expression cannot recurse or loop,
+        // its regular expressions are short and checked match by match, and
+        // its sequences are no larger than its input. JSONata's depth and sequence guards cost a quarter of the
         // webhook path's throughput (bench/webhooks); the time guard costs
         // nothing measurable.
         const options = { timeout: 0, RegexEngine: InlineRegExp };

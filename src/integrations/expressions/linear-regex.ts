@@ -10,26 +10,31 @@ export type LinearEngine = typeof RE2JS;
 // A factory over the engine, because the sandbox process receives this class
 // as source text (see sandbox-program.ts): it closes over nothing else.
 //
-// `maxCost`: the most characters of input times characters of pattern one
-// match may take (RE2's matching is linear in both; about 50 ns per unit at
-// worst on this engine). Past it, `exec` throws `{ code: TOO_COSTLY }`
-// instead: the inline tier runs regular expressions under it, since one
-// match is a native-like loop its time slice cannot interrupt.
-export function linearRegExpClass(engine: LinearEngine, maxCost = Infinity) {
-  // JSONata compiles a regular expression literal each time it evaluates
-  // one; compiling costs far more than matching a short string.
+// `inline`: the class for the inline tier, which runs only short patterns
+// (bounded.ts) on the service's own thread. One match is a loop its time
+// slice cannot interrupt, so a match whose input length times pattern
+// length passes `maxCost` (RE2's matching is linear in both; about 50 ns
+// per unit at worst on this engine) throws `{ code: TOO_COSTLY }` instead.
+// Its compiled patterns are kept, since JSONata compiles a literal each time
+// it evaluates one and compiling costs far more than matching a short
+// string; short patterns keep that cache small. The other classes (the
+// sandbox's, the check at save) compile each time.
+export function linearRegExpClass(engine: LinearEngine, inline?: { maxCost: number }) {
+  const maxCost = inline?.maxCost ?? Infinity;
   const patterns = new Map<string, RE2JS>();
   const compile = (source: string, flags: string) => {
     const key = `${flags}/${source}`;
-    let pattern = patterns.get(key);
+    let pattern = inline && patterns.get(key);
     if (!pattern) {
       let bits = 0;
       if (flags.includes("i")) bits |= engine.CASE_INSENSITIVE;
       if (flags.includes("m")) bits |= engine.MULTILINE;
       if (flags.includes("s")) bits |= engine.DOTALL;
       pattern = engine.compile(source, bits);
-      if (patterns.size >= 1000) patterns.clear();
-      patterns.set(key, pattern);
+      if (inline) {
+        if (patterns.size >= 1000) patterns.clear();
+        patterns.set(key, pattern);
+      }
     }
     return pattern;
   };
