@@ -13,8 +13,8 @@ export interface OpenedSqlite {
   raw: Database.Database;
 }
 
-export function openSqlite(options: SqliteOptions): OpenedSqlite {
-  const raw = openConnection(options);
+export function openSqlite(options: SqliteOptions, checkpointPages?: number): OpenedSqlite {
+  const raw = openConnection(options, checkpointPages);
   return { raw, db: drizzle(raw, { schema }) };
 }
 

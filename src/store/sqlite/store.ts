@@ -1,3 +1,4 @@
+import { isMainThread } from "node:worker_threads";
 import type Database from "better-sqlite3";
 import { Column, and, eq, getTableColumns, getTableName } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
@@ -18,6 +19,7 @@ import type * as rows from "../rows.js";
 import * as schema from "./schema.js";
 import type { SqliteOptions } from "./connection.js";
 import { migrateSqlite, openSqlite, type Db } from "./open.js";
+import { WAL_CHECKPOINT_PAGES } from "./connection.js";
 import { SqliteSignals, type SqliteSignalOptions } from "./signals.js";
 import { listQuery, type ExtraCondition } from "../list-query.js";
 import { signalled } from "../signalled.js";
@@ -144,7 +146,12 @@ export interface SqliteStoreOptions extends SqliteOptions {
 }
 
 export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db } {
-  const { db, raw } = openSqlite(options);
+  // A checkpoint runs in the connection whose commit finds the WAL past its
+  // threshold, and copies up to ~40 MB: on the HTTP thread that would hold
+  // every request. Its connection checkpoints only when nobody else did
+  // (the writer thread, runtime threads and other processes commit far
+  // more often), so the WAL stays bounded even where it writes alone.
+  const { db, raw } = openSqlite(options, isMainThread ? 4 * WAL_CHECKPOINT_PAGES : WAL_CHECKPOINT_PAGES);
   if (options.migrate !== false) migrateSqlite(db, raw);
   const { tenants, members, agents, skills, triggers, webhookSources, events, runs } = schema;
 
