@@ -39,9 +39,9 @@ export class InlineExpressions {
       try {
         // Only the time guard: a bounded expression cannot recurse or loop,
         // its regular expressions are short and checked match by match, and
-        // its sequences are no larger than its input. JSONata's depth and sequence guards cost a quarter of the
-        // webhook path's throughput (bench/webhooks); the time guard costs
-        // nothing measurable.
+        // its sequences are no larger than its input. JSONata's depth and
+        // sequence guards cost a quarter of the webhook path's throughput
+        // (bench/webhooks); the time guard costs nothing measurable.
         const options = { timeout: 0, RegexEngine: InlineRegExp };
         const expression = jsonata(source, options as unknown as Parameters<typeof jsonata>[1]); // its typings predate timeout and want a RegExp constructor
         if (isBounded(expression.ast())) entry = { expression, options };
