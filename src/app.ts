@@ -75,7 +75,7 @@ export interface AppOptions {
   streams?: Partial<StreamLimits>;
   expressions?: ExpressionOptions;
   // Days and batch size of retention (runtime/retention.ts).
-  retention?: { days: number; batch: number };
+  retention?: { days: number; batch: number; intervalMs?: number };
   // The service's clock (rate limits, idempotency windows); tests inject one.
   now?: () => number;
   // The browser console's login settings (GET /console/config.json); unset,
@@ -184,9 +184,12 @@ export async function buildApp(options: AppOptions): Promise<App> {
     });
     execution = runtime;
   }
-  const retention = new Retention({ store: options.store.retention, log, ...(options.retention ?? DEFAULT_RETENTION) });
+  // Both on the service's clock, the one rows and buckets are stamped by:
+  // on another, retention would delete a bucket in use (refilling it).
+  const clock = options.now && { now: options.now };
+  const retention = new Retention({ store: options.store.retention, log, ...clock, ...(options.retention ?? DEFAULT_RETENTION) });
   // Beside retention, in every process: the overview's rollups (store/overview.ts).
-  const sealer = new OverviewSealer({ store: options.store.overview, log });
+  const sealer = new OverviewSealer({ store: options.store.overview, log, ...clock });
   if (options.accessLog ?? true) {
     const slugs = new TenantSlugs(options.store.tenants);
     accessLog(server, { log, slugOf: (id) => slugs.peek(id) });

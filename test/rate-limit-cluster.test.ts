@@ -281,4 +281,50 @@ describe("webhooks over the shared bucket", () => {
       await server.close();
     }
   });
+
+  // Retention deletes buckets idle past the retention days, judged on the
+  // service's clock, the one the buckets are filled by: an emptied bucket in
+  // use is never deleted (which would refill it to its burst).
+  it("keeps an emptied bucket through retention rounds on the service's clock", async () => {
+    const issuer = await devIssuer();
+    const admin = await devToken(issuer);
+    const clock = new SteppedClock();
+    const server = await startServer({
+      authenticator: issuer.authenticator(60),
+      webhook: { maxBytes: 4096, ratePerSecond: 1, burst: 3 },
+      retention: { days: 30, batch: 500, intervalMs: 20 },
+      now: clock.now,
+    });
+    try {
+      await server.seedTenant("acme", [{ subject: issuer.clientId, role: "admin" }]);
+      const created = await connectCall(server, "CreateWebhookSource", { webhookSource: { name: "s" } }, bearer(admin, "acme"));
+      const token = created.body.token as string;
+      const post = async () => {
+        const res = await fetch(`${server.url}/webhooks/events`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-webhook-token": token },
+          body: JSON.stringify({ event_type: "order.created", payload: {} }),
+        });
+        return { status: res.status, body: JSON.parse(await res.text()) as { event_id?: string } };
+      };
+      const event = async (id: string) => (await connectCall(server, "GetEvent", { id }, bearer(admin, "acme"))).status;
+      // An event past retention, whose deletion shows a round has run.
+      const start = clock.ms;
+      clock.ms = start - 31 * 86_400_000;
+      const old = await post();
+      expect(old.status).toBe(202);
+      clock.ms = start;
+      const statuses: number[] = [];
+      for (let i = 0; i < 4; i++) statuses.push((await post()).status);
+      expect(statuses).toEqual([202, 202, 202, 429]);
+      while ((await event(old.body.event_id!)) !== 404) await new Promise((resolve) => setTimeout(resolve, 20));
+      // A second later, the one token a second has brought.
+      clock.ms += 1000;
+      const after: number[] = [];
+      for (let i = 0; i < 2; i++) after.push((await post()).status);
+      expect(after).toEqual([202, 429]);
+    } finally {
+      await server.close();
+    }
+  });
 });

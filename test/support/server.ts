@@ -61,6 +61,7 @@ export interface TestServerOptions {
   // The service's clock, for rate limits and windows a test steps through.
   now?: () => number;
   scheduleMinIntervalSeconds?: number;
+  retention?: AppOptions["retention"];
   // Small limits make the HTTP limit tests fast; unset ones keep the defaults.
   http?: Partial<HttpLimits>;
   // Listen here (from freeLoopbackPort) when something must know the URL
@@ -115,6 +116,7 @@ export async function startServer(options: TestServerOptions): Promise<TestServe
     quotas: options.quotas,
     jsonMaxDepth: options.jsonMaxDepth,
     now: options.now,
+    retention: options.retention,
     scheduleMinIntervalSeconds: options.scheduleMinIntervalSeconds,
     http: { ...DEFAULT_HTTP_LIMITS, ...options.http },
     console: options.console,
