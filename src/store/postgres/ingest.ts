@@ -17,8 +17,10 @@ import type { IngestResult, WebhookStore } from "../store.js";
 const EVENT_RECORD = `id text, tenant_id text, source_id text, event_type text, payload jsonb, receive_time bigint,
   idempotency_key text, matched_trigger_ids jsonb, create_time bigint, update_time bigint`;
 const EVENT_COLUMNS = EVENT_RECORD.split(",").map((c) => c.trim().split(" ")[0]).join(", ");
-const INSERT_EVENTS = `insert into events (${EVENT_COLUMNS}) select * from json_to_recordset($1::json) as e(${EVENT_RECORD})
+const insertEvents = (where = "true") => `insert into events (${EVENT_COLUMNS})
+  select * from json_to_recordset($1::json) as e(${EVENT_RECORD}) where ${where}
   on conflict (source_id, idempotency_key) where idempotency_key is not null do nothing returning id`;
+const INSERT_EVENTS = insertEvents();
 
 const eventRecord = (e: EventInsert) => ({
   id: e.id,
@@ -44,6 +46,25 @@ const INSERT_ALL = `
   with ev as (${INSERT_EVENTS}),
   queued as (${insertRunRecords("$2", "r.event_id in (select id from ev)")} returning 1)
   select ev.id from ev`;
+
+// INSERT_ALL for a batch whose runs count against their tenants' caps ($3:
+// each capped tenant, the runs the batch adds for it, its cap), done only if
+// every tenant's queued runs plus the batch's fit, so that the common case
+// is one statement after the lock: it returns the ids inserted (`id`), then
+// each tenant's queued count before the batch (`tenant_id`, `n`), from which
+// the caller admits item by item when the batch did not fit. Runs are counted
+// in runs_queued, one range per tenant.
+const INSERT_ALL_WITHIN_CAPS = `
+  with caps as (select * from json_to_recordset($3::json) as c(tenant_id text, adding int, cap int)),
+  counts as (
+    select c.tenant_id, c.adding, c.cap,
+      (select count(*) from runs r where r.status = 'queued' and r.tenant_id = c.tenant_id)::int as n
+    from caps c),
+  fits as (select coalesce(bool_and(n + adding <= cap), true) as ok from counts),
+  ev as (${insertEvents("(select ok from fits)")}),
+  queued as (${insertRunRecords("$2", "r.event_id in (select id from ev)")} returning 1)
+  select ev.id, null::text as tenant_id, null::int as n from ev
+  union all select null, tenant_id, n from counts`;
 
 // Inserts the events of a batch; the unique index on (source, key) decides
 // duplicates, so concurrent posts of one key, on any replica, store one
@@ -98,6 +119,42 @@ async function ingestBatch(tx: TransactionSql, batch: PendingIngest[]): Promise<
 }
 
 const capped = ({ write: { item } }: PendingIngest) => item.runs.length > 0 && (item.maxQueuedRuns ?? Infinity) !== Infinity;
+const cappedTenants = (batch: PendingIngest[]) => [...new Set(batch.filter(capped).map((p) => p.write.item.event.tenantId))].sort();
+
+// The batch's capped items in one statement if they all fit their tenants'
+// caps, else item by item (reserve) with the counts that statement read.
+// The lock (the one RunAgent and schedule slots take too) and the statement
+// are sent together, without waiting for the lock's answer: PostgreSQL runs
+// them in order, so the statement's snapshot, taken once the lock is held,
+// sees every run committed by whoever held it before (read committed), and
+// the lock is held one round trip less.
+async function insertWithinCaps(tx: TransactionSql, batch: PendingIngest[]): Promise<Outcome[]> {
+  const tenants = cappedTenants(batch);
+  const adding = new Map<string, { adding: number; cap: number }>();
+  for (const { write: { item } } of batch.filter(capped)) {
+    const t = adding.get(item.event.tenantId) ?? { adding: 0, cap: item.maxQueuedRuns! };
+    t.adding += item.runs.length;
+    t.cap = Math.min(t.cap, item.maxQueuedRuns!);
+    adding.set(item.event.tenantId, t);
+  }
+  const caps = JSON.stringify([...adding].map(([tenant_id, t]) => ({ tenant_id, adding: t.adding, cap: t.cap })));
+  const events = JSON.stringify(batch.map((p) => eventRecord(p.write.item.event)));
+  const runs = JSON.stringify(batch.flatMap((p) => p.write.item.runs.map(runRecord)));
+  const [, rows] = await Promise.all([
+    lockTenantScopes(tx, "queued_runs", tenants),
+    tx.unsafe<{ id: string | null; tenant_id: string | null; n: number | null }[]>(INSERT_ALL_WITHIN_CAPS, [events, runs, caps], { prepare: true }),
+  ]);
+  const inserted = new Set(rows.filter((r) => r.id !== null).map((r) => r.id!));
+  const tally: Tally = new Map(rows.filter((r) => r.tenant_id !== null).map((r) => [r.tenant_id!, r.n!]));
+  // Whether the statement inserted: it did unless some tenant did not fit.
+  const fit = [...adding].every(([tenantId, t]) => (tally.get(tenantId) ?? 0) + t.adding <= t.cap);
+  const admitted = batch.filter((p) => reserve(p, tally));
+  if (fit && admitted.length !== batch.length) throw new Error("ingest: an item was refused by a cap its batch fitted");
+  const results = new Map<PendingIngest, IngestResult>();
+  const settled = fit ? await settleConflicts(tx, admitted, inserted) : admitted.length ? await insertAll(tx, admitted) : [];
+  for (const [i, r] of settled.entries()) results.set(admitted[i]!, r);
+  return batch.map((p): Outcome => results.get(p) ?? OVER_QUOTA);
+}
 
 // Takes the queued-runs lock of every tenant whose runs the batch caps (the
 // lock RunAgent and schedule slots take too), then counts their queued runs:
@@ -105,7 +162,7 @@ const capped = ({ write: { item } }: PendingIngest) => item.runs.length > 0 && (
 // run committed by whoever held the lock before. Every replica then counts
 // and inserts a tenant's runs one transaction at a time.
 async function lockAndCount(tx: TransactionSql, batch: PendingIngest[]): Promise<Tally> {
-  const tenants = [...new Set(batch.filter(capped).map((p) => p.write.item.event.tenantId))].sort();
+  const tenants = cappedTenants(batch);
   const tally: Tally = new Map(tenants.map((t) => [t, 0]));
   if (!tenants.length) return tally;
   await lockTenantScopes(tx, "queued_runs", tenants);
@@ -132,6 +189,12 @@ async function insertAll(tx: TransactionSql, batch: PendingIngest[]): Promise<In
   const events = JSON.stringify(batch.map((p) => eventRecord(p.write.item.event)));
   const runs = JSON.stringify(batch.flatMap((p) => p.write.item.runs.map(runRecord)));
   const inserted = new Set((await tx.unsafe<{ id: string }[]>(INSERT_ALL, [events, runs], { prepare: true })).map((r) => r.id));
+  return settleConflicts(tx, batch, inserted);
+}
+
+// After INSERT_ALL (or its capped form) inserted `inserted`: the items that
+// met a stored key (ingestBatch); results in the batch's order.
+async function settleConflicts(tx: TransactionSql, batch: PendingIngest[], inserted: Set<string>): Promise<IngestResult[]> {
   const conflicted = batch.filter((p) => !inserted.has(p.write.item.event.id));
   const settled = new Map<PendingIngest, IngestResult>();
   if (conflicted.length) for (const [i, r] of (await ingestBatch(tx, conflicted)).entries()) settled.set(conflicted[i]!, r);
@@ -175,13 +238,7 @@ export function createPgWebhookStore(sql: Sql, options: GroupCommitOptions, time
     batch.sort(byKey);
     try {
       if (batch.some(capped)) {
-        const outcomes = await sql.begin(async (tx) => {
-          const tally = await lockAndCount(tx, batch);
-          const admitted = batch.filter((p) => reserve(p, tally));
-          const results = new Map<PendingIngest, IngestResult>();
-          if (admitted.length) for (const [i, r] of (await insertAll(tx, admitted)).entries()) results.set(admitted[i]!, r);
-          return batch.map((p): Outcome => results.get(p) ?? OVER_QUOTA);
-        });
+        const outcomes = await sql.begin((tx) => insertWithinCaps(tx, batch));
         batch.forEach((p, i) => settle(p, outcomes[i]!));
         return;
       }
