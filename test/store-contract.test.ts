@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
 import { idFloor, newId } from "../src/lib/ids.js";
-import { StoreConflictError, StoreReferenceError, StoreUnavailableError } from "../src/store/errors.js";
+import { StoreConflictError, StoreQuotaError, StoreReferenceError, StoreUnavailableError } from "../src/store/errors.js";
 import { openStore } from "../src/store/open.js";
 import { createPostgresStore } from "../src/store/postgres/store.js";
 import type { AgentInsert, EventInsert, RunInsert, SkillInsert, TriggerInsert, WebhookSourceInsert } from "../src/store/rows.js";
@@ -538,6 +538,47 @@ describe.each(engines)("Store contract on $name", (engine) => {
       expect(await b.events.get(tenantId, orphan.event.id)).toBeUndefined();
       expect(await b.events.list(tenantId, { limit: 10, where: { idempotencyKey: "k-clash" } })).toEqual([]);
       for (const item of good) expect(await b.runs.idsForEvent(tenantId, item.event.id)).toEqual([item.runs[0]!.id]);
+    });
+
+    // Items under a queued-runs cap take another path on PostgreSQL (the
+    // tenant's lock, the count and the insert in one round trip): the same
+    // outcomes there, in one batch.
+    it("under a cap, tells a duplicate, releases an old key and fails a bad item alone, in one batch", async () => {
+      const capped = (item: IngestItem): IngestItem => ({ ...item, maxQueuedRuns: 1_000_000 });
+      const held = capped(ingestItem(tenantId, sourceId, agentId, { idempotencyKey: "k-capped-held" }));
+      const old = capped(ingestItem(tenantId, sourceId, agentId, { idempotencyKey: "k-capped-old", receiveTime: now - 2 * DAY }));
+      await Promise.all([a.webhooks.ingest(held, DAY), a.webhooks.ingest(old, DAY)]);
+      const good = capped(ingestItem(tenantId, sourceId, agentId, { idempotencyKey: "k-capped-good" }));
+      const again = capped(ingestItem(tenantId, sourceId, agentId, { idempotencyKey: "k-capped-held" }));
+      const fresh = capped(ingestItem(tenantId, sourceId, agentId, { idempotencyKey: "k-capped-old" }));
+      const clash = capped(ingestItem(tenantId, sourceId, agentId, { id: held.event.id, idempotencyKey: "k-capped-clash" }));
+      const outcomes = await Promise.allSettled([good, again, fresh, clash].map((item) => a.webhooks.ingest(item, DAY)));
+      expect(outcomes.slice(0, 3)).toEqual([
+        { status: "fulfilled", value: { duplicate: false, eventId: good.event.id } },
+        { status: "fulfilled", value: { duplicate: true, eventId: held.event.id } },
+        { status: "fulfilled", value: { duplicate: false, eventId: fresh.event.id } },
+      ]);
+      expect(outcomes[3]).toMatchObject({ status: "rejected", reason: expect.any(StoreConflictError) });
+      for (const item of [good, fresh]) expect(await b.runs.idsForEvent(tenantId, item.event.id)).toEqual([item.runs[0]!.id]);
+      expect(await b.runs.idsForEvent(tenantId, again.event.id)).toEqual([]);
+      expect((await b.events.get(tenantId, old.event.id))?.idempotencyKey).toBeNull();
+    });
+
+    it("admits a batch's items up to their tenant's cap and refuses the rest, on two instances at once", async () => {
+      const t = await newTenant();
+      const source = await a.webhookSources.insert(sourceRow(t));
+      const agent = await a.agents.insert(agentRow(t));
+      // Two runs each, 7 queued at most: 3 items fit.
+      const items = Array.from({ length: 10 }, () => ({ ...ingestItem(t, source.id, agent.id, {}, 2), maxQueuedRuns: 7 }));
+      const outcomes = await Promise.allSettled(items.map((item, i) => (i % 2 ? a : b).webhooks.ingest(item, DAY)));
+      const stored = outcomes.filter((o) => o.status === "fulfilled");
+      expect(stored).toHaveLength(3);
+      for (const o of outcomes.filter((o) => o.status === "rejected")) expect(o).toMatchObject({ reason: expect.any(StoreQuotaError) });
+      expect(await b.runs.queuedCount(t)).toBe(6);
+      // Within the cap again, one fits: a batch of it alone.
+      const one = { ...ingestItem(t, source.id, agent.id, {}, 1), maxQueuedRuns: 7 };
+      expect(await a.webhooks.ingest(one, DAY)).toEqual({ duplicate: false, eventId: one.event.id });
+      expect(await b.runs.queuedCount(t)).toBe(7);
     });
 
     it("counts a tenant's queued runs", async () => {
