@@ -226,8 +226,9 @@ export function createPgWebhookStore(sql: Sql, options: GroupCommitOptions, time
 
   // The common case: the whole batch in one statement (INSERT_ALL), then
   // the items that met a stored key in one transaction. A batch with capped
-  // runs is one transaction: the tenants' locks and counts, then the same
-  // statement for the items within their caps. An item error (a constraint,
+  // runs is one transaction: the tenants' locks with one statement that
+  // counts and inserts if all fit (insertWithinCaps), else the items within
+  // their caps, then those that met a stored key. An item error (a constraint,
   // bad data) rolls its statement back and the batch is committed again item
   // by item, each in a savepoint, so one bad item fails alone. An
   // unavailable database fails what is left of the batch (batchedIngest).
