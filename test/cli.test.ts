@@ -20,6 +20,12 @@ async function agentplane(args: string[], env: Record<string, string> = {}) {
   );
 }
 
+// Each test runs the CLI several times, each start about 1.2 s of CPU
+// loading modules: beside another make test on two cores (load average 30),
+// one took longer than jest's default 90 s. The wait is for processes that
+// end by themselves; what the tests assert is their output.
+const slowIt = (name: string, fn: () => Promise<void>) => it(name, fn, 300_000);
+
 describe("agentplane CLI", () => {
   let dataDir: string;
   beforeAll(() => {
@@ -27,7 +33,7 @@ describe("agentplane CLI", () => {
   });
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
-  it("refuses to serve without a real identity provider, saying what to set", async () => {
+  slowIt("refuses to serve without a real identity provider, saying what to set", async () => {
     const res = await agentplane(["serve"], { AGENTPLANE_DATA_DIR: dataDir });
     expect(res.code).toBe(1);
     expect(res.stderr).toContain("AGENTPLANE_AUTH_MODE is required");
@@ -35,13 +41,13 @@ describe("agentplane CLI", () => {
     expect(res.stderr).toContain("agentplane dev");
   });
 
-  it("refuses a half-configured jwt mode", async () => {
+  slowIt("refuses a half-configured jwt mode", async () => {
     const res = await agentplane(["serve"], { AGENTPLANE_AUTH_MODE: "jwt", AGENTPLANE_DATA_DIR: dataDir });
     expect(res.code).toBe(1);
     expect(res.stderr).toContain("AGENTPLANE_JWT_ISSUER is required with AGENTPLANE_AUTH_MODE=jwt");
   });
 
-  it("refuses HTTP limits that cannot hold, naming the variables", async () => {
+  slowIt("refuses HTTP limits that cannot hold, naming the variables", async () => {
     const res = await agentplane(["serve"], {
       AGENTPLANE_DATA_DIR: dataDir,
       AGENTPLANE_HTTP_MAX_CONNECTIONS: "100000000",
@@ -53,7 +59,7 @@ describe("agentplane CLI", () => {
     expect(res.stderr).toContain("AGENTPLANE_HTTP_HEADERS_TIMEOUT_MS must not exceed AGENTPLANE_HTTP_REQUEST_TIMEOUT_MS");
   });
 
-  it("migrates, creates a tenant with its admin, and adds a member", async () => {
+  slowIt("migrates, creates a tenant with its admin, and adds a member", async () => {
     const env = { AGENTPLANE_DATA_DIR: dataDir };
     expect((await agentplane(["migrate"], env)).code).toBe(0);
     const created = await agentplane(["tenant", "create", "acme", "--admin", "client-1"], env);
@@ -76,7 +82,7 @@ describe("agentplane CLI", () => {
     expect(badSlug.stderr).toContain("tenant.slug");
   });
 
-  it("creates signed sources: the URL, a generated secret once, sealed with the service's key", async () => {
+  slowIt("creates signed sources: the URL, a generated secret once, sealed with the service's key", async () => {
     const env = { AGENTPLANE_DATA_DIR: dataDir };
     expect((await agentplane(["tenant", "create", "hooks"], env)).code).toBe(0);
     const noKey = await agentplane(["source", "create", "hooks", "gh", "--kind", "github"], env);
@@ -116,7 +122,7 @@ describe("agentplane CLI", () => {
     expect(help.stdout).toContain("--signing-secret <secret>");
   });
 
-  it("keeps the configured per-tenant quotas when adding members", async () => {
+  slowIt("keeps the configured per-tenant quotas when adding members", async () => {
     const env = { AGENTPLANE_DATA_DIR: dataDir, AGENTPLANE_QUOTA_MEMBERS: "2" };
     expect((await agentplane(["tenant", "create", "small", "--admin", "a-1"], env)).code).toBe(0);
     expect((await agentplane(["member", "add", "small", "v-1", "--role", "viewer"], env)).code).toBe(0);
@@ -125,7 +131,7 @@ describe("agentplane CLI", () => {
     expect(over.stderr).toContain("AGENTPLANE_QUOTA_MEMBERS");
   });
 
-  it("probes a skill as the runtime would: tools listed, or the failing step named", async () => {
+  slowIt("probes a skill as the runtime would: tools listed, or the failing step named", async () => {
     const open = await startOpenMcp();
     const guarded = await startStaticBearerMcp("right");
     try {
@@ -146,7 +152,7 @@ describe("agentplane CLI", () => {
     }
   });
 
-  it("probes a headers skill with --header, refusing the names the service refuses", async () => {
+  slowIt("probes a headers skill with --header, refusing the names the service refuses", async () => {
     const keyed = await startHeadersMcp({ "X-API-Key": "probe-key-77" });
     try {
       const allow = { AGENTPLANE_OUTBOUND_ALLOW: "127.0.0.0/8" };
@@ -168,13 +174,13 @@ describe("agentplane CLI", () => {
     }
   });
 
-  it("prints usage for an unknown command", async () => {
+  slowIt("prints usage for an unknown command", async () => {
     const res = await agentplane(["frobnicate"]);
     expect(res.code).toBe(2);
     expect(res.stderr).toContain("usage:");
   });
 
-  it("gives each command its own --help", async () => {
+  slowIt("gives each command its own --help", async () => {
     for (const args of [["tenant", "create", "--help"], ["tenant", "create", "-h"], ["member", "add", "acme", "--help"]]) {
       const res = await agentplane(args);
       expect({ args, code: res.code }).toEqual({ args, code: 0 });
@@ -191,7 +197,7 @@ describe("agentplane CLI", () => {
       expect(all.stdout).toContain(`agentplane ${command}`);
   });
 
-  it("explains itself: no command is a usage error, a group lists its commands, serve and dev their variables", async () => {
+  slowIt("explains itself: no command is a usage error, a group lists its commands, serve and dev their variables", async () => {
     const groups = ["tenant", "member", "source", "skill"];
     const [none, frob, bare, serve, dev, ...listed] = await Promise.all([
       agentplane([]),
@@ -227,7 +233,7 @@ describe("agentplane CLI", () => {
     expect(dev.stdout).not.toContain("AGENTPLANE_ROLE");
   });
 
-  it("refuses unknown options and extra arguments with the command's usage, exit 2", async () => {
+  slowIt("refuses unknown options and extra arguments with the command's usage, exit 2", async () => {
     const cases: [string[], string][] = [
       [["tenant", "create", "acme", "--colour", "red"], "unknown option '--colour'"],
       // Known to another command, not to this one.
@@ -245,7 +251,7 @@ describe("agentplane CLI", () => {
     expect(existsSync(join(dataDir, "untouched"))).toBe(false);
   });
 
-  it("says which database a store command uses, and creates nothing when the input is refused", async () => {
+  slowIt("says which database a store command uses, and creates nothing when the input is refused", async () => {
     const fresh = join(dataDir, "fresh");
     const env = { AGENTPLANE_DATA_DIR: fresh };
     const refused: [string[], string][] = [

@@ -145,11 +145,13 @@ describe("a tool step", () => {
   });
 
   it("is failed with the run's timeout when the agent times out around it", async () => {
-    const run = await ended(await startRun("slow", '{"ms": 5000}', { timeout: "0.3s" }));
+    // Long enough for the step to start on a machine loaded past its cores
+    // (at 0.3 s the run once timed out before it), far shorter than the call.
+    const run = await ended(await startRun("slow", '{"ms": 60000}', { timeout: "5s" }));
     expect(run.status).toBe("RUN_STATUS_TIMED_OUT");
     const [step] = stepsOf(run);
-    expect(step).toMatchObject({ status: "STEP_STATUS_FAILED", error: "agent timeout (300 ms) reached", endTime: expect.any(String) });
-    expect(attemptsOf(step!)).toEqual([{ startTime: step!.startTime, endTime: step!.endTime, error: "agent timeout (300 ms) reached" }]);
+    expect(step).toMatchObject({ status: "STEP_STATUS_FAILED", error: "agent timeout (5000 ms) reached", endTime: expect.any(String) });
+    expect(attemptsOf(step!)).toEqual([{ startTime: step!.startTime, endTime: step!.endTime, error: "agent timeout (5000 ms) reached" }]);
   });
 
   it("is cancelled, neither running nor failed, once the run is cancelled around it", async () => {
