@@ -12,7 +12,7 @@ import { createSqliteStore } from "../src/store/sqlite/store.js";
 import type { RateLimitStore } from "../src/store/store.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { createTestDatabase } from "./support/postgres.js";
-import { bearer, connectCall, startServer } from "./support/server.js";
+import { bearer, connectCall, startServer, type TestServerOptions } from "./support/server.js";
 
 interface Connection {
   rateLimits: RateLimitStore;
@@ -246,23 +246,36 @@ describe.each([
 });
 
 describe("webhooks over the shared bucket", () => {
-  it("accept the configured rate and answer 429 with Retry-After past it", async () => {
+  // A server on a stepped clock with one webhook source of tenant acme: the
+  // admin's bearer headers, and a post of one event to the source.
+  async function serverWithSource(options: Pick<TestServerOptions, "webhook" | "retention">) {
     const issuer = await devIssuer();
-    const admin = await devToken(issuer);
+    const admin = bearer(await devToken(issuer), "acme");
     const clock = new SteppedClock();
-    const server = await startServer({ authenticator: issuer.authenticator(60), webhook: { maxBytes: 4096, ratePerSecond: 20, burst: 10 }, now: clock.now });
+    const server = await startServer({ authenticator: issuer.authenticator(60), ...options, now: clock.now });
+    const token = await (async () => {
+      try {
+        await server.seedTenant("acme", [{ subject: issuer.clientId, role: "admin" }]);
+        return (await connectCall(server, "CreateWebhookSource", { webhookSource: { name: "s" } }, admin)).body.token as string;
+      } catch (err) {
+        await server.close();
+        throw err;
+      }
+    })();
+    const post = async () => {
+      const res = await fetch(`${server.url}/webhooks/events`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-webhook-token": token },
+        body: JSON.stringify({ event_type: "order.created", payload: {} }),
+      });
+      return { status: res.status, retryAfter: res.headers.get("retry-after"), body: JSON.parse(await res.text()) as { event_id?: string } };
+    };
+    return { server, clock, admin, post };
+  }
+
+  it("accept the configured rate and answer 429 with Retry-After past it", async () => {
+    const { server, clock, post } = await serverWithSource({ webhook: { maxBytes: 4096, ratePerSecond: 20, burst: 10 } });
     try {
-      await server.seedTenant("acme", [{ subject: issuer.clientId, role: "admin" }]);
-      const created = await connectCall(server, "CreateWebhookSource", { webhookSource: { name: "s" } }, bearer(admin, "acme"));
-      const token = created.body.token as string;
-      const post = async () => {
-        const res = await fetch(`${server.url}/webhooks/events`, {
-          method: "POST",
-          headers: { "content-type": "application/json", "x-webhook-token": token },
-          body: JSON.stringify({ event_type: "order.created", payload: {} }),
-        });
-        return { status: res.status, retryAfter: res.headers.get("retry-after"), body: JSON.parse(await res.text()) as unknown };
-      };
       // Five times the rate offered: 10 posts every 100 ms for 2 s.
       const statuses: number[] = [];
       let limited: { retryAfter: string | null; body: unknown } | undefined;
@@ -286,28 +299,12 @@ describe("webhooks over the shared bucket", () => {
   // service's clock, the one the buckets are filled by: an emptied bucket in
   // use is never deleted (which would refill it to its burst).
   it("keeps an emptied bucket through retention rounds on the service's clock", async () => {
-    const issuer = await devIssuer();
-    const admin = await devToken(issuer);
-    const clock = new SteppedClock();
-    const server = await startServer({
-      authenticator: issuer.authenticator(60),
+    const { server, clock, admin, post } = await serverWithSource({
       webhook: { maxBytes: 4096, ratePerSecond: 1, burst: 3 },
       retention: { days: 30, batch: 500, intervalMs: 20 },
-      now: clock.now,
     });
     try {
-      await server.seedTenant("acme", [{ subject: issuer.clientId, role: "admin" }]);
-      const created = await connectCall(server, "CreateWebhookSource", { webhookSource: { name: "s" } }, bearer(admin, "acme"));
-      const token = created.body.token as string;
-      const post = async () => {
-        const res = await fetch(`${server.url}/webhooks/events`, {
-          method: "POST",
-          headers: { "content-type": "application/json", "x-webhook-token": token },
-          body: JSON.stringify({ event_type: "order.created", payload: {} }),
-        });
-        return { status: res.status, body: JSON.parse(await res.text()) as { event_id?: string } };
-      };
-      const event = async (id: string) => (await connectCall(server, "GetEvent", { id }, bearer(admin, "acme"))).status;
+      const event = async (id: string) => (await connectCall(server, "GetEvent", { id }, admin)).status;
       // An event past retention, whose deletion shows a round has run.
       const start = clock.ms;
       clock.ms = start - 31 * 86_400_000;
