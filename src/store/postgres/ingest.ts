@@ -129,7 +129,6 @@ const cappedTenants = (batch: PendingIngest[]) => [...new Set(batch.filter(cappe
 // sees every run committed by whoever held it before (read committed), and
 // the lock is held one round trip less.
 async function insertWithinCaps(tx: TransactionSql, batch: PendingIngest[]): Promise<Outcome[]> {
-  const tenants = cappedTenants(batch);
   const adding = new Map<string, { adding: number; cap: number }>();
   for (const { write: { item } } of batch.filter(capped)) {
     const t = adding.get(item.event.tenantId) ?? { adding: 0, cap: item.maxQueuedRuns! };
@@ -141,7 +140,7 @@ async function insertWithinCaps(tx: TransactionSql, batch: PendingIngest[]): Pro
   const events = JSON.stringify(batch.map((p) => eventRecord(p.write.item.event)));
   const runs = JSON.stringify(batch.flatMap((p) => p.write.item.runs.map(runRecord)));
   const [, rows] = await Promise.all([
-    lockTenantScopes(tx, "queued_runs", tenants),
+    lockTenantScopes(tx, "queued_runs", [...adding.keys()].sort()),
     tx.unsafe<{ id: string | null; tenant_id: string | null; n: number | null }[]>(INSERT_ALL_WITHIN_CAPS, [events, runs, caps], { prepare: true }),
   ]);
   const inserted = new Set(rows.filter((r) => r.id !== null).map((r) => r.id!));
