@@ -754,6 +754,7 @@ describe("PostgreSQL store across replicas", () => {
     // Settles within the deadline, or names the call that still waits. The
     // deadline, 60 times the hot-path timeout, is room for any load: what it
     // catches is a call that would wait for good.
+    const deadlineMs = 30_000;
     const settle = (what: string, call: Promise<unknown>) => {
       let timer: NodeJS.Timeout | undefined;
       return Promise.race([
@@ -761,7 +762,7 @@ describe("PostgreSQL store across replicas", () => {
           () => `${what}: answered`,
           (err: Error) => `${what}: ${err.name}`,
         ),
-        new Promise<string>((resolve) => (timer = setTimeout(() => resolve(`${what}: still waiting`), 30_000))),
+        new Promise<string>((resolve) => (timer = setTimeout(() => resolve(`${what}: still waiting`), deadlineMs))),
       ]).finally(() => clearTimeout(timer));
     };
     try {
@@ -769,7 +770,7 @@ describe("PostgreSQL store across replicas", () => {
         // Back to serving: a pooled connection the last outage ended may fail
         // its next call first, and a loaded machine may pass the hot-path
         // timeout, so the deadline is the settle deadline's.
-        for (const deadline = Date.now() + 30_000; ; ) {
+        for (const deadline = Date.now() + deadlineMs; ; ) {
           const reads = await Promise.allSettled(Array.from({ length: 10 }, () => store.webhooks.findSourceByTokenDigest(source.tokenDigest!, now)));
           if (reads.every((r) => r.status === "fulfilled")) break;
           if (Date.now() > deadline) throw new Error(`the store did not serve again after the database came back: ${String(reads.find((r) => r.status === "rejected")?.reason)}`);
