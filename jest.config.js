@@ -16,9 +16,11 @@ export default {
     ],
   },
   // A safety net, not a measure: on a loaded 2-core machine (load average
-  // 15, another make test beside this one) a suite's CLI processes and
-  // servers start several times slower than on an idle one.
-  testTimeout: 90000,
+  // 30, another make test beside this one) a suite's CLI processes and
+  // servers start twenty times slower than on an idle one, and a test that
+  // starts two of them and waits for runs took minutes. A hang costs five
+  // minutes instead of one and a half; a slow machine no longer fails.
+  testTimeout: 300000,
   // The PostgreSQL server of the run (test/support/postgres.ts).
   globalSetup: "<rootDir>/test/support/global-setup.ts",
   globalTeardown: "<rootDir>/test/support/global-teardown.ts",

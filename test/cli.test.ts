@@ -20,12 +20,6 @@ async function agentplane(args: string[], env: Record<string, string> = {}) {
   );
 }
 
-// Each test runs the CLI several times, each start about 1.2 s of CPU
-// loading modules: beside another make test on two cores (load average 30),
-// one took longer than jest's default 90 s. The wait is for processes that
-// end by themselves; what the tests assert is their output.
-const slowIt = (name: string, fn: () => Promise<void>) => it(name, fn, 300_000);
-
 describe("agentplane CLI", () => {
   let dataDir: string;
   beforeAll(() => {
@@ -33,7 +27,7 @@ describe("agentplane CLI", () => {
   });
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
-  slowIt("refuses to serve without a real identity provider, saying what to set", async () => {
+  it("refuses to serve without a real identity provider, saying what to set", async () => {
     const res = await agentplane(["serve"], { AGENTPLANE_DATA_DIR: dataDir });
     expect(res.code).toBe(1);
     expect(res.stderr).toContain("AGENTPLANE_AUTH_MODE is required");
@@ -41,13 +35,13 @@ describe("agentplane CLI", () => {
     expect(res.stderr).toContain("agentplane dev");
   });
 
-  slowIt("refuses a half-configured jwt mode", async () => {
+  it("refuses a half-configured jwt mode", async () => {
     const res = await agentplane(["serve"], { AGENTPLANE_AUTH_MODE: "jwt", AGENTPLANE_DATA_DIR: dataDir });
     expect(res.code).toBe(1);
     expect(res.stderr).toContain("AGENTPLANE_JWT_ISSUER is required with AGENTPLANE_AUTH_MODE=jwt");
   });
 
-  slowIt("refuses HTTP limits that cannot hold, naming the variables", async () => {
+  it("refuses HTTP limits that cannot hold, naming the variables", async () => {
     const res = await agentplane(["serve"], {
       AGENTPLANE_DATA_DIR: dataDir,
       AGENTPLANE_HTTP_MAX_CONNECTIONS: "100000000",
@@ -59,7 +53,7 @@ describe("agentplane CLI", () => {
     expect(res.stderr).toContain("AGENTPLANE_HTTP_HEADERS_TIMEOUT_MS must not exceed AGENTPLANE_HTTP_REQUEST_TIMEOUT_MS");
   });
 
-  slowIt("migrates, creates a tenant with its admin, and adds a member", async () => {
+  it("migrates, creates a tenant with its admin, and adds a member", async () => {
     const env = { AGENTPLANE_DATA_DIR: dataDir };
     expect((await agentplane(["migrate"], env)).code).toBe(0);
     const created = await agentplane(["tenant", "create", "acme", "--admin", "client-1"], env);
@@ -82,7 +76,7 @@ describe("agentplane CLI", () => {
     expect(badSlug.stderr).toContain("tenant.slug");
   });
 
-  slowIt("creates signed sources: the URL, a generated secret once, sealed with the service's key", async () => {
+  it("creates signed sources: the URL, a generated secret once, sealed with the service's key", async () => {
     const env = { AGENTPLANE_DATA_DIR: dataDir };
     expect((await agentplane(["tenant", "create", "hooks"], env)).code).toBe(0);
     const noKey = await agentplane(["source", "create", "hooks", "gh", "--kind", "github"], env);
@@ -122,7 +116,7 @@ describe("agentplane CLI", () => {
     expect(help.stdout).toContain("--signing-secret <secret>");
   });
 
-  slowIt("keeps the configured per-tenant quotas when adding members", async () => {
+  it("keeps the configured per-tenant quotas when adding members", async () => {
     const env = { AGENTPLANE_DATA_DIR: dataDir, AGENTPLANE_QUOTA_MEMBERS: "2" };
     expect((await agentplane(["tenant", "create", "small", "--admin", "a-1"], env)).code).toBe(0);
     expect((await agentplane(["member", "add", "small", "v-1", "--role", "viewer"], env)).code).toBe(0);
@@ -131,7 +125,7 @@ describe("agentplane CLI", () => {
     expect(over.stderr).toContain("AGENTPLANE_QUOTA_MEMBERS");
   });
 
-  slowIt("probes a skill as the runtime would: tools listed, or the failing step named", async () => {
+  it("probes a skill as the runtime would: tools listed, or the failing step named", async () => {
     const open = await startOpenMcp();
     const guarded = await startStaticBearerMcp("right");
     try {
@@ -152,7 +146,7 @@ describe("agentplane CLI", () => {
     }
   });
 
-  slowIt("probes a headers skill with --header, refusing the names the service refuses", async () => {
+  it("probes a headers skill with --header, refusing the names the service refuses", async () => {
     const keyed = await startHeadersMcp({ "X-API-Key": "probe-key-77" });
     try {
       const allow = { AGENTPLANE_OUTBOUND_ALLOW: "127.0.0.0/8" };
@@ -174,13 +168,13 @@ describe("agentplane CLI", () => {
     }
   });
 
-  slowIt("prints usage for an unknown command", async () => {
+  it("prints usage for an unknown command", async () => {
     const res = await agentplane(["frobnicate"]);
     expect(res.code).toBe(2);
     expect(res.stderr).toContain("usage:");
   });
 
-  slowIt("gives each command its own --help", async () => {
+  it("gives each command its own --help", async () => {
     for (const args of [["tenant", "create", "--help"], ["tenant", "create", "-h"], ["member", "add", "acme", "--help"]]) {
       const res = await agentplane(args);
       expect({ args, code: res.code }).toEqual({ args, code: 0 });
@@ -197,7 +191,7 @@ describe("agentplane CLI", () => {
       expect(all.stdout).toContain(`agentplane ${command}`);
   });
 
-  slowIt("explains itself: no command is a usage error, a group lists its commands, serve and dev their variables", async () => {
+  it("explains itself: no command is a usage error, a group lists its commands, serve and dev their variables", async () => {
     const groups = ["tenant", "member", "source", "skill"];
     const [none, frob, bare, serve, dev, ...listed] = await Promise.all([
       agentplane([]),
@@ -233,7 +227,7 @@ describe("agentplane CLI", () => {
     expect(dev.stdout).not.toContain("AGENTPLANE_ROLE");
   });
 
-  slowIt("refuses unknown options and extra arguments with the command's usage, exit 2", async () => {
+  it("refuses unknown options and extra arguments with the command's usage, exit 2", async () => {
     const cases: [string[], string][] = [
       [["tenant", "create", "acme", "--colour", "red"], "unknown option '--colour'"],
       // Known to another command, not to this one.
@@ -251,7 +245,7 @@ describe("agentplane CLI", () => {
     expect(existsSync(join(dataDir, "untouched"))).toBe(false);
   });
 
-  slowIt("says which database a store command uses, and creates nothing when the input is refused", async () => {
+  it("says which database a store command uses, and creates nothing when the input is refused", async () => {
     const fresh = join(dataDir, "fresh");
     const env = { AGENTPLANE_DATA_DIR: fresh };
     const refused: [string[], string][] = [

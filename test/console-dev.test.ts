@@ -16,9 +16,9 @@ let browser: Browser;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "agentplane-console-dev-"));
   dev = new CliProcess(["dev"], { AGENTPLANE_DATA_DIR: dir, AGENTPLANE_WORKER_THREADS: "1", AGENTPLANE_LOG_LEVEL: "warn" }, await freeLoopbackPort());
-  await dev.ready("agentplane dev", 30_000);
+  await dev.ready("agentplane dev");
   browser = await launchBrowser();
-}, 60_000);
+});
 
 afterAll(async () => {
   await browser?.close();
@@ -56,4 +56,4 @@ test("the console logs in to `agentplane dev` through the dev issuer and shows t
   } finally {
     await context.close();
   }
-}, 60_000);
+});

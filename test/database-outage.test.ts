@@ -142,7 +142,7 @@ describe("a database outage", () => {
       async () => {
         await runCli(["tenant", "create", "acme", "--admin", "operator"], { AGENTPLANE_DATABASE_URL: cluster.url });
         const serve = new CliProcess(["serve"], { ...baseEnv(), AGENTPLANE_DATABASE_URL: cluster.url, AGENTPLANE_DATABASE_POOL_SIZE: "4" }, await freeLoopbackPort());
-        await serve.ready("serve to be ready", 30_000);
+        await serve.ready("serve to be ready");
         const token = await setUp(serve);
         const load = webhookLoad(serve.url, token);
 
@@ -201,7 +201,7 @@ describe("a database outage", () => {
       async () => {
         const dir = await dirs.withTenant("acme", "operator");
         const serve = new CliProcess(["serve"], { ...baseEnv(), AGENTPLANE_DATA_DIR: dir }, await freeLoopbackPort());
-        await serve.ready("serve to be ready", 30_000);
+        await serve.ready("serve to be ready");
         const token = await setUp(serve);
         const load = webhookLoad(serve.url, token);
         const db = new Database(join(dir, "agentplane.db"));

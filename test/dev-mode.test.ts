@@ -9,7 +9,7 @@ import { CliProcess, DataDirs, jwtEnv } from "./support/cli-process.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { startSigningIdp, type SigningIdp } from "./support/jwks-server.js";
 import { freeLoopbackPort } from "./support/listen.js";
-import { waitFor } from "./support/wait.js";
+import { PATIENCE_MS, waitFor } from "./support/wait.js";
 
 const exec = promisify(execFile);
 type Json = Record<string, unknown>;
@@ -32,7 +32,7 @@ afterAll(async () => {
 async function startDev(dir: string, env: Record<string, string> = {}): Promise<CliProcess> {
   const dev = new CliProcess(["dev"], { AGENTPLANE_DATA_DIR: dir, AGENTPLANE_WORKER_THREADS: "1", AGENTPLANE_LOG_LEVEL: "warn", ...env }, await freeLoopbackPort());
   // The banner is printed once the dev tenant and source exist.
-  await dev.ready("agentplane dev", 30_000, () => (dev.output.includes("Guide: docs/guide/") ? true : undefined));
+  await dev.ready("agentplane dev", () => (dev.output.includes("Guide: docs/guide/") ? true : undefined));
   return dev;
 }
 
@@ -65,7 +65,7 @@ async function echoRun(base: string, token: string, skillId: string, tenant = "d
   const started = await api(base, token, "POST", `agents/${(agent.body.agent as Json).id as string}/run`, {}, tenant);
   expect(started.status).toBe(200);
   const id = (started.body.run as Json).id as string;
-  return waitFor(`run ${id} to end`, 20_000, async () => {
+  return waitFor(`run ${id} to end`, PATIENCE_MS, async () => {
     const { run } = (await api(base, token, "GET", `runs/${id}`, undefined, tenant)).body as { run: Json };
     return ["RUN_STATUS_QUEUED", "RUN_STATUS_RUNNING"].includes(run.status as string) ? undefined : run;
   });
@@ -79,7 +79,7 @@ describe("agentplane dev", () => {
   let dev: CliProcess;
   beforeAll(async () => {
     dev = await startDev(dir);
-  }, 60_000);
+  });
 
   it("calls an MCP server on 127.0.0.1 with no configuration, and says so in the banner", async () => {
     expect(bannerLine(dev, "outbound:")).toContain("127.0.0.0/8, ::1/128 allowed");
@@ -91,7 +91,7 @@ describe("agentplane dev", () => {
     expect((skill.tools as Json[]).map((t) => t.name)).toContain("echo");
     const run = await echoRun(dev.url, token, skill.id as string);
     expect(run.status).toBe("RUN_STATUS_SUCCEEDED");
-  }, 60_000);
+  });
 
   it("prints a webhook curl for its `dev` source that works, and the same token after a restart (kept 0600)", async () => {
     const curl = bannerLine(dev, "curl -s -X POST");
@@ -113,7 +113,7 @@ describe("agentplane dev", () => {
     expect(bannerLine(dev, "curl -s -X POST")).toContain(webhookToken);
     const again = await fetch(`${dev.url}/webhooks/events`, { method: "POST", headers: { "content-type": "application/json", "x-webhook-token": webhookToken! }, body });
     expect(again.status).toBe(202);
-  }, 90_000);
+  });
 
   it("replaces a token rotated elsewhere, so the banner never prints one that fails", async () => {
     const first = /X-Webhook-Token: (whk_[\w-]+)/.exec(bannerLine(dev, "curl -s -X POST"))![1]!;
@@ -135,7 +135,7 @@ describe("agentplane dev", () => {
     const sources = (await api(dev.url, await devToken(dev), "GET", "webhook-sources")).body.webhookSources as Json[];
     expect(sources).toHaveLength(1);
     await dev.kill();
-  }, 90_000);
+  });
 
   it("an explicit AGENTPLANE_OUTBOUND_ALLOW replaces the loopback default, and the refusal names the variable", async () => {
     const dev = await startDev(dirs.make(), { AGENTPLANE_OUTBOUND_ALLOW: "10.0.0.0/8" });
@@ -145,7 +145,7 @@ describe("agentplane dev", () => {
     expect((created.body.skill as Json).toolsRefreshError).toContain("outbound_blocked");
     expect((created.body.skill as Json).toolsRefreshError).toContain("AGENTPLANE_OUTBOUND_ALLOW");
     await dev.kill();
-  }, 60_000);
+  });
 });
 
 describe("agentplane serve", () => {
@@ -165,7 +165,7 @@ describe("agentplane serve", () => {
       },
       await freeLoopbackPort(),
     );
-    await serve.ready("agentplane serve", 30_000);
+    await serve.ready("agentplane serve");
     const created = await api(serve.url, token, "POST", "skills", { skill: { name: "local", mcpUrl: customer.url } }, "acme");
     expect(created.status).toBe(201);
     const skill = created.body.skill as Json;
@@ -176,5 +176,5 @@ describe("agentplane serve", () => {
     expect(run.error).toContain("outbound_blocked");
     expect(run.error).toContain("AGENTPLANE_OUTBOUND_ALLOW");
     await serve.kill();
-  }, 60_000);
+  });
 });

@@ -146,13 +146,13 @@ beforeAll(async () => {
     { AGENTPLANE_DATA_DIR: join(work, "data"), AGENTPLANE_WORKER_THREADS: "1", AGENTPLANE_LOG_LEVEL: "warn", AGENTPLANE_SCHEDULE_MIN_INTERVAL_SECONDS: "1" },
     await freeLoopbackPort(),
   );
-  await dev.ready("agentplane dev", 30_000, () => (dev.output.includes("Guide: docs/guide/") ? true : undefined));
+  await dev.ready("agentplane dev", () => (dev.output.includes("Guide: docs/guide/") ? true : undefined));
   const exported = /^\s*(export AGENTPLANE_URL=(\S+))$/m.exec(dev.output);
   if (!exported) throw new Error(`the banner has no export AGENTPLANE_URL line:\n${dev.output}`);
   [, exportLine, serviceUrl] = exported as unknown as [string, string, string]; // both groups always match
   expect(serviceUrl).toBe(`http://127.0.0.1:${dev.port}`);
   expect(dev.port).not.toBe(8080);
-}, 60_000);
+});
 
 afterAll(async () => {
   await dev?.kill();

@@ -86,7 +86,7 @@ class Serve extends ServeProcess {
 
 async function serve(env: Record<string, string>): Promise<Serve> {
   const s = new Serve(env, await freeLoopbackPort());
-  await s.ready("agentplane serve to be ready", 30_000);
+  await s.ready("agentplane serve to be ready");
   return s;
 }
 

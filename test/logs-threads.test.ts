@@ -34,8 +34,8 @@ beforeAll(async () => {
     { AGENTPLANE_DATA_DIR: dir, AGENTPLANE_WORKER_THREADS: "1", AGENTPLANE_LOG_LEVEL: "debug", AGENTPLANE_OUTBOUND_ALLOW: "127.0.0.0/8" },
     await freeLoopbackPort(),
   );
-  token = await dev.devClientToken(await dev.devClient(30_000));
-}, 60_000);
+  token = await dev.devClientToken(await dev.devClient());
+});
 
 afterAll(async () => {
   await dev?.kill();
@@ -60,4 +60,4 @@ test("a run's lines from its worker thread carry the thread and the same ids, as
   // The access line of the RunAgent call, and no credential anywhere.
   expect(lines().find((l) => l.msg === "request" && l.route === "/platform.v1.PlatformService/RunAgent")).toMatchObject({ status: 200, tenantSlug: "dev" });
   expect(dev.output).not.toContain(token);
-}, 30_000);
+});

@@ -57,7 +57,7 @@ describe("/metrics with runs in worker threads", () => {
   it("includes the threads' run and skill call counts, tenant-labelled by slug", async () => {
     const serve = new Serve(await dataDir(), await freeLoopbackPort(), [], { AGENTPLANE_WORKER_THREADS: "2", AGENTPLANE_METRICS_TENANT_LABEL: "on" });
     try {
-      await serve.ready("agentplane serve to be ready", 15_000);
+      await serve.ready("agentplane serve to be ready");
       const agents = await agentsCalling(serve);
       for (let i = 0; i < 3; i++) await runAgent(serve, agents.echo);
       await runAgent(serve, agents.fail);
@@ -85,7 +85,7 @@ describe("/metrics with runs in worker threads", () => {
     const api = new Serve(dir, await freeLoopbackPort(), ["--role", "api"]);
     let worker: Serve | undefined;
     try {
-      await api.ready("the api process to be ready", 15_000);
+      await api.ready("the api process to be ready");
       const agents = await agentsCalling(api);
       await runAgent(api, agents.echo);
       await runAgent(api, agents.echo);
@@ -95,7 +95,7 @@ describe("/metrics with runs in worker threads", () => {
       expect(sampleValue(queued, "agentplane_runs_queued_oldest_age_seconds")).toBeGreaterThanOrEqual(1);
 
       worker = new Serve(dir, await freeLoopbackPort(), ["--role", "worker"]);
-      await worker.ready("the worker process to be ready", 15_000);
+      await worker.ready("the worker process to be ready");
       const text = await finished(worker, { status: "succeeded", error_kind: "none" }, 2);
       expect(sampleValue(text, "agentplane_skill_calls_total", { outcome: "ok" })).toBe(2);
       // The api process executed nothing.

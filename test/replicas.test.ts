@@ -9,7 +9,7 @@ import { freeLoopbackPort } from "./support/listen.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { startSigningIdp, type SigningIdp } from "./support/jwks-server.js";
 import { createTestDatabase, type TestDatabase } from "./support/postgres.js";
-import { sleep, waitFor } from "./support/wait.js";
+import { PATIENCE_MS, sleep, waitFor } from "./support/wait.js";
 import { CliProcess, jwtEnv, platformCall, runCli } from "./support/cli-process.js";
 const ISSUER = "https://idp.replicas.test";
 const AUDIENCE = "agentplane-replicas";
@@ -67,7 +67,7 @@ describe("three replicas on one PostgreSQL database", () => {
       const webhookToken = /whk_[A-Za-z0-9_-]+/.exec(stdout)![0];
 
       const replicas = await Promise.all([0, 1, 2].map(async () => new CliProcess(["serve"], env(), await freeLoopbackPort())));
-      await Promise.all(replicas.map((r, i) => r.ready(`replica ${i} to be ready`, 20_000)));
+      await Promise.all(replicas.map((r, i) => r.ready(`replica ${i} to be ready`)));
 
       const call = <T>(method: string, body: unknown) => platformCall<T>(replicas[0]!, { token, tenant: "acme" }, method, body);
       const { skill } = await call<{ skill: { id: string } }>("CreateSkill", { skill: { name: "tools", mcpUrl: customer.url } });
@@ -109,14 +109,14 @@ describe("three replicas on one PostgreSQL database", () => {
       // Kill the victim while it holds a lease: its worker ids carry its pid.
       // 100 events spread over the three replicas give each runs to lease;
       // the 12 senders go on posting through the kill.
-      await waitFor("100 accepted events", 20_000, () => (accepted.size >= 100 ? true : undefined), 10);
+      await waitFor("100 accepted events", PATIENCE_MS, () => (accepted.size >= 100 ? true : undefined), 10);
       const pidTag = `-${victim.child.pid}-`;
       const leasedByVictim = async () =>
         (await sql<{ id: string }[]>`select id from runs where status = 'running' and lease_owner like ${"%" + pidTag + "%"}`).map((r) => r.id);
       // Tool calls are held meanwhile, so a run the victim holds cannot end
       // between seeing its lease and the kill, however loaded the machine.
       const release = customer.holdTrack();
-      await waitFor("the victim to hold a lease", 10_000, async () => ((await leasedByVictim()).length ? true : undefined), 2);
+      await waitFor("the victim to hold a lease", PATIENCE_MS, async () => ((await leasedByVictim()).length ? true : undefined), 2);
       await victim.kill();
       release();
       const leasedAtKill = await leasedByVictim();
@@ -124,7 +124,7 @@ describe("three replicas on one PostgreSQL database", () => {
 
       // The survivors keep taking load for a while, then the senders stop.
       const acceptedAtKill = accepted.size;
-      await waitFor("load on the survivors", 20_000, () => (accepted.size >= acceptedAtKill + 50 ? true : undefined), 10);
+      await waitFor("load on the survivors", PATIENCE_MS, () => (accepted.size >= acceptedAtKill + 50 ? true : undefined), 10);
       stop = true;
       await sending;
       expect(unexpected).toEqual([]);
@@ -140,7 +140,7 @@ describe("three replicas on one PostgreSQL database", () => {
       // surviving replica (the step records name the worker of each attempt).
       const runs = await waitFor(
         "every run to succeed",
-        60_000,
+        PATIENCE_MS,
         async () => {
           const pending = await sql<{ n: number }[]>`select count(*)::int as n from runs where status <> 'succeeded'`;
           return pending[0]!.n === 0
@@ -182,6 +182,5 @@ describe("three replicas on one PostgreSQL database", () => {
       for (const r of replicas) if (!r.killSent) r.child.kill("SIGTERM");
       await Promise.all(replicas.map((r) => r.exit));
     },
-    120_000,
   );
 });

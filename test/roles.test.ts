@@ -75,7 +75,7 @@ describe("agentplane serve --role", () => {
   it("api queues runs without executing them; a worker process on the same database executes them", async () => {
     const dir = await dataDir();
     const api = new Serve(dir, await freeLoopbackPort(), ["--role", "api"]);
-    await api.ready("agentplane serve to be ready", 15_000);
+    await api.ready("agentplane serve to be ready");
     const agentId = await agentCalling(api, "echo", '{"text": "hi"}');
     const run = await runAgent(api, agentId);
     expect(run.status).toBe("RUN_STATUS_QUEUED");
@@ -85,7 +85,7 @@ describe("agentplane serve --role", () => {
 
     // AGENTPLANE_ROLE selects the role as well as the flag does.
     const worker = new Serve(dir, await freeLoopbackPort(), [], { AGENTPLANE_ROLE: "worker" });
-    await worker.ready("agentplane serve to be ready", 15_000);
+    await worker.ready("agentplane serve to be ready");
     // Health only: the worker serves none of the API.
     expect((await fetch(`${worker.url}/platform.v1.PlatformService/ListAgents`, { method: "POST", body: "{}" })).status).toBe(404);
     expect((await fetch(`${worker.url}/api/v1/agents`)).status).toBe(404);
@@ -111,7 +111,7 @@ describe("agentplane serve --role", () => {
       AGENTPLANE_RUN_LEASE_SECONDS: "600",
       AGENTPLANE_WORKER_IDLE_POLL_SECONDS: "600",
     });
-    await serve.ready("agentplane serve to be ready", 15_000);
+    await serve.ready("agentplane serve to be ready");
     expect(serve.output).toContain("runs execute in 2 worker threads");
     const slow = await agentCalling(serve, "slow", '{"ms": 60000}');
     const quick = await agentCalling(serve, "echo", '{"text": "after"}');
@@ -134,7 +134,7 @@ describe("agentplane serve --role", () => {
   it("SIGTERM lets a run in flight in a worker thread finish, then exits", async () => {
     const dir = await dataDir();
     const serve = new Serve(dir, await freeLoopbackPort(), ["--role", "all"], { AGENTPLANE_WORKER_THREADS: "1" });
-    await serve.ready("agentplane serve to be ready", 15_000);
+    await serve.ready("agentplane serve to be ready");
     // The step is held until the process is shutting down: the run is in
     // flight at the SIGTERM whatever the machine's load (a 1.5 s step could
     // end before a loaded poll saw it running).

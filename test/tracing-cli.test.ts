@@ -56,7 +56,7 @@ async function startDev(env: Record<string, string>): Promise<CliProcess> {
     { AGENTPLANE_DATA_DIR: dir, AGENTPLANE_WORKER_THREADS: "1", AGENTPLANE_LOG_LEVEL: "warn", AGENTPLANE_OUTBOUND_ALLOW: "127.0.0.0/8", ...env },
     await freeLoopbackPort(),
   );
-  await dev.ready("agentplane dev", 30_000, () => (/dev client: /.test(dev.output) ? true : undefined));
+  await dev.ready("agentplane dev", () => (/dev client: /.test(dev.output) ? true : undefined));
   return dev;
 }
 
@@ -125,7 +125,7 @@ it("exports the webhook's spans from the HTTP thread and the run's from the runt
   expect(holding("tools/call echo")).toBeDefined();
   expect(mcp.traceparents().slice(sent).some((t) => t.startsWith(`00-${traceId}-`))).toBe(true);
   await dev.kill();
-}, 90_000);
+});
 
 it("with no OTEL_TRACES_EXPORTER exports nothing and sends no traceparent, the endpoint set or not", async () => {
   const before = collector.exports.length;
@@ -138,7 +138,7 @@ it("with no OTEL_TRACES_EXPORTER exports nothing and sends no traceparent, the e
   expect(later.length).toBeGreaterThan(0);
   expect(later.every((t) => t === "")).toBe(true);
   await dev.kill();
-}, 90_000);
+});
 
 it("refuses an exporter, protocol or sampler it would not honour, naming the variable", async () => {
   const dir = mkdtempSync(join(tmpdir(), "agentplane-tracing-"));

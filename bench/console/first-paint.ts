@@ -84,13 +84,13 @@ async function main() {
   try {
     // Once to create the database and the dev tenant, then seeded while stopped.
     dev = new CliProcess(["dev"], env, await freeLoopbackPort());
-    await dev.ready("agentplane dev", 60_000);
+    await dev.ready("agentplane dev");
     await dev.kill();
     const t0 = performance.now();
     seed(join(dir, "agentplane.db"), RUNS);
     console.log(`seeded ${RUNS.toLocaleString()} runs and events over 7 days in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     dev = new CliProcess(["dev"], env, await freeLoopbackPort());
-    await dev.ready("agentplane dev", 60_000);
+    await dev.ready("agentplane dev");
 
     const rows: string[][] = [];
     const paints: number[] = [];

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { waitFor } from "./wait.js";
+import { PATIENCE_MS, waitFor } from "./wait.js";
 
 // The built binary (`make build`), as operators run it.
 export const CLI = join(process.cwd(), "dist/src/cli/main.js");
@@ -126,8 +126,8 @@ export class CliProcess {
 
   // Waits until `also` gives a value (when given) and /readyz answers 200;
   // fails at once if the process exits.
-  async ready<T = true>(what: string, timeoutMs: number, also: () => T | undefined = () => true as T): Promise<T> {
-    return waitFor(what, timeoutMs, async () => {
+  async ready<T = true>(what: string, also: () => T | undefined = () => true as T): Promise<T> {
+    return waitFor(what, PATIENCE_MS, async () => {
       if (this.exited) throw new Error(`${what}: the process exited early (${this.exitCode}):\n${this.output}`);
       const value = also();
       if (value === undefined) return undefined;
@@ -140,8 +140,8 @@ export class CliProcess {
   }
 
   // Ready once the `agentplane dev` banner names the dev client.
-  async devClient(timeoutMs: number): Promise<{ clientId: string; clientSecret: string }> {
-    return this.ready("agentplane dev to be ready", timeoutMs, () => {
+  async devClient(): Promise<{ clientId: string; clientSecret: string }> {
+    return this.ready("agentplane dev to be ready", () => {
       const banner = /dev client: (\S+) \/ (\S+)/.exec(this.output);
       return banner ? { clientId: banner[1]!, clientSecret: banner[2]! } : undefined;
     });

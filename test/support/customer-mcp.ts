@@ -71,6 +71,8 @@ export interface CustomerMcp {
    * test needs, whatever the machine's load.
    */
   holdTrack(): () => void;
+  /** The keys of the "track" calls waiting for a hold right now. */
+  heldTrackKeys(): string[];
   /** As holdTrack, only the "track" calls of this key. */
   holdTrackKey(key: string): () => void;
   /** Authenticated requests answered with the `redirect` option's redirect. */
@@ -177,6 +179,8 @@ interface ToolState {
   timers: Set<{ timer: NodeJS.Timeout; cancel: () => void }>;
   /** While set, "track" calls wait for it before answering (holdTrack). */
   trackGate?: Promise<void>;
+  /** The keys of the calls waiting at a gate. */
+  held: string[];
   /** Gates of single keys (holdTrackKey). */
   keyGates: Map<string, Promise<void>>;
 }
@@ -229,8 +233,11 @@ function buildMcpServer(state: ToolState): McpServer {
     async ({ key, ms }): Promise<CallToolResult> => {
       const start = Date.now();
       await new Promise((resolve) => setTimeout(resolve, ms));
-      await state.trackGate;
-      await state.keyGates.get(key);
+      for (let gate; (gate = state.trackGate ?? state.keyGates.get(key)); ) {
+        state.held.push(key);
+        await gate;
+        state.held.splice(state.held.indexOf(key), 1);
+      }
       state.tracked.push({ key, start, end: Date.now() });
       return { content: [{ type: "text", text: "tracked" }] };
     },
@@ -341,7 +348,7 @@ function toolCallsIn(messages: RpcMessage[]): ToolCallRequest[] {
 }
 
 async function startHttp(setup: HttpServerSetup): Promise<RunningServer> {
-  const state: ToolState = { calls: [], tracked: [], timers: new Set(), keyGates: new Map() };
+  const state: ToolState = { calls: [], tracked: [], held: [], timers: new Set(), keyGates: new Map() };
   let requests = 0;
   const traceparents: string[] = [];
   const log: LoggedRequest[] = [];
@@ -443,6 +450,7 @@ async function startHttp(setup: HttpServerSetup): Promise<RunningServer> {
           release();
         };
       },
+      heldTrackKeys: () => [...state.held],
       holdTrackKey: (key) => {
         let release!: () => void;
         state.keyGates.set(key, new Promise<void>((resolve) => (release = resolve)));
