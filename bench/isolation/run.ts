@@ -27,7 +27,7 @@
 // it, quiet's p99 stay under 100 ms and /healthz under one second.
 import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { loadavg, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import autocannon, { type Result } from "autocannon";
@@ -285,7 +285,7 @@ async function main(): Promise<void> {
     if (check.status !== 202 || !answer.matched_triggers) throw new Error(`preflight: ${check.status} ${JSON.stringify(answer)}`);
     if (answer.matched_triggers !== 2) console.log("preflight: quiet's sandboxed filter missed its budget (the machine is busy); the run goes on\n");
 
-    console.log(`Tenant isolation: ${describeHost()}; load average ${loadavg().map((l) => l.toFixed(1)).join(" ")} at the start`);
+    console.log(`Tenant isolation: ${describeHost()}`);
     console.log(`agentplane serve (SQLite, its defaults); quiet: ${QUIET_RATE} events/s open loop (up to 64 sockets), runs calling a tool; noisy: 16 connections as fast as it can, ${NOISY_SOURCES} sources, ${NOISY_TRIGGERS} hostile filters; amp: 8 connections, ${AMPLIFYING_FILTERS.length} amplifying filters, 2 mapped sources, ${AMPLIFYING_STEPS.length} amplifying plans; ${seconds} s per phase\n`);
     const cpuStart = process.cpuUsage();
     const wallStart = performance.now();
