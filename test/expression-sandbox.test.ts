@@ -1,6 +1,7 @@
 // The expression sandbox itself (real child processes): where each kind of
 // expression runs, what a runaway one costs, and fairness between tenants.
 import { ExpressionSandbox } from "../src/integrations/expressions/sandbox.js";
+import { sandboxPids, starve } from "./support/sandbox-processes.js";
 
 const ENDLESS = "( $f := function($x){ $f($x + 1) }; $f(0) )";
 
@@ -8,8 +9,11 @@ describe("expression sandbox", () => {
   let sandbox: ExpressionSandbox;
   const overruns: string[] = [];
 
+  // The wall ceiling out of the way (it is the starved test's): what cuts
+  // an expression off here is its CPU budget, however loaded the machine.
+  const wallCeiling = 1000;
   beforeAll(() => {
-    sandbox = new ExpressionSandbox({ workers: 2, maxQueuedPerTenant: 50, onOverrun: (mode, kind) => overruns.push(`${mode}:${kind}`) });
+    sandbox = new ExpressionSandbox({ workers: 2, maxQueuedPerTenant: 50, wallCeiling, onOverrun: (mode, kind) => overruns.push(`${mode}:${kind}`) });
     sandbox.warm();
   });
   afterAll(() => sandbox.close());
@@ -101,16 +105,40 @@ describe("expression sandbox", () => {
     expect(overruns).toContain("filter:timeout");
   });
 
+  it("stops a process the machine gives no CPU at the wall ceiling as overloaded, not as the expression's timeout", async () => {
+    const before = sandboxPids();
+    const seen: string[] = [];
+    const starved = new ExpressionSandbox({ workers: 1, inlineSliceMs: 0, onOverrun: (mode, kind) => seen.push(`${mode}:${kind}`) });
+    try {
+      expect(await starved.evaluate("t", ["1 + 1"], {}, 10, "value")).toEqual([{ ok: true, value: 2 }]);
+      const resume = starve(before);
+      let outcome;
+      try {
+        [outcome] = await starved.evaluate("t", ["1 + 1"], {}, 10, "value");
+      } finally {
+        resume();
+      }
+      expect(outcome).toEqual({ ok: false, kind: "overloaded", message: expect.stringMatching(/^evaluation was stopped after \d+ ms with 0 ms of its 10 ms CPU budget used: the service is overloaded$/) });
+      // Not an overrun of the expression's, and the sandbox serves on.
+      expect(seen).toEqual([]);
+      expect(await starved.evaluate("t", ["1 + 1"], {}, 10, "value")).toEqual([{ ok: true, value: 2 }]);
+    } finally {
+      starved.close();
+    }
+  });
+
   it("cuts off a native step that never yields (a quadratic builtin) by killing its process", async () => {
     // Unbudgeted, this one step computes for over 10 s of CPU.
     const items = Array.from({ length: 30_000 }, (_, i) => ({ i }));
     const [outcome] = await sandbox.evaluate("t", ["$count($distinct(payload.items))"], { payload: { items } }, 100, "value");
-    expect(outcome).toMatchObject({ ok: false, kind: "timeout", message: expect.stringContaining("stopped") });
-    const cpuMs = Number(/it used (\d+) ms of CPU time/.exec((outcome as { message: string }).message)?.[1]);
     // Stopped at its budget (+ slack, the watchdog's 10 ms rounds, /proc's
-    // 10 ms ticks), or earlier by the wall ceiling on a machine too loaded
-    // to give it a core; a watchdog late under load adds little: the
-    // process runs at a lower priority than the service.
+    // 10 ms ticks): a timeout; or earlier by the wall ceiling on a machine
+    // too loaded to give it a core, which says so (overloaded). A watchdog
+    // late under load adds little: the process runs at a lower priority
+    // than the service.
+    const { kind, message } = outcome as { kind: string; message: string };
+    expect(["timeout", "overloaded"]).toContain(kind);
+    const cpuMs = Number((kind === "timeout" ? /it used (\d+) ms of CPU time/ : /with (\d+) ms of its/).exec(message)?.[1]);
     expect(cpuMs).toBeLessThan(500);
     expect(await sandbox.evaluate("t", ["1 + 1"], {}, 100, "value")).toEqual([{ ok: true, value: 2 }]);
   });
@@ -169,7 +197,7 @@ describe("expression sandbox", () => {
   }, 300_000); // room, not a measure: each job's process runs at nice 10 on a loaded machine
 
   it("keeps serving a tenant whose expression was cut off on the second process while the first stood idle", async () => {
-    const fresh = new ExpressionSandbox({ workers: 2 });
+    const fresh = new ExpressionSandbox({ workers: 2, wallCeiling });
     try {
       fresh.warm();
       await new Promise((r) => setTimeout(r, 1500)); // both processes ready

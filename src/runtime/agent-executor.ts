@@ -60,11 +60,14 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
 
   // A step's arguments: an over-budget expression fails the run with
   // `expression_timeout`, one too deep or too large with `expression_limit`.
+  // One the machine's load cut off fails it with `expression_timeout` too,
+  // its error saying so: a run has no later attempt to wait for.
   async function stepArguments(agent: AgentRow, expression: string, input: unknown, deadline: number, i: number): Promise<unknown> {
     const budget = Math.max(1, Math.min(stepBudgetMs, deadline - Date.now()));
     const [outcome] = await sandbox.evaluate(agent.tenantId, [expression], input, budget, "value");
     if (outcome!.ok) return outcome!.value;
-    const kind = outcome!.kind === "timeout" ? "expression_timeout" : outcome!.kind === "error" ? "expression_error" : "expression_limit";
+    const kind =
+      outcome!.kind === "timeout" || outcome!.kind === "overloaded" ? "expression_timeout" : outcome!.kind === "error" ? "expression_error" : "expression_limit";
     throw new StepFailed(`steps[${i}].arguments: ${kind}: ${outcome!.message}`);
   }
 

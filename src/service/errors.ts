@@ -22,6 +22,12 @@ export const ANSWER_METADATA = [RETRY_AFTER] as const;
 export const retryLater = (message: string, seconds: number, code = Code.ResourceExhausted) =>
   new ConnectError(message, code, { [RETRY_AFTER]: String(seconds) });
 
+// An expression the sandbox could not evaluate for the machine's load
+// (outcome `overloaded`): the service's fault, not the sender's, so a
+// webhook is not acknowledged and its sender sends it again.
+export const overloaded = (what: string) =>
+  retryLater(`the service is overloaded: ${what} could not be evaluated in time; retry later`, 1, Code.Unavailable);
+
 export const quotaExceeded = (tenant: string, limit: number, what: string, variable: string) =>
   new ConnectError(`tenant ${tenant} has ${limit} ${what}, the limit (${variable})`, Code.ResourceExhausted);
 

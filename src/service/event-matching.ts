@@ -1,11 +1,11 @@
 import { SandboxBacklogError, type ExpressionSandbox, type Outcome } from "../integrations/expressions/sandbox.js";
 import type { TriggerRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
-import { retryLater } from "./errors.js";
+import { overloaded, retryLater } from "./errors.js";
 
 // Why a filter did not get to say yes: its own failure, or suspension after
 // repeated overruns.
-export type FilterFailure = Exclude<Extract<Outcome, { ok: false }>["kind"], "skipped"> | "suspended";
+export type FilterFailure = Exclude<Extract<Outcome, { ok: false }>["kind"], "skipped" | "overloaded"> | "suspended";
 
 export interface FilterPolicy {
   // Wall-clock budget of one filter on one event.
@@ -75,8 +75,10 @@ export class EventMatcher {
             // Checked when the filter's turn comes, so one suspended while
             // this event waited is not evaluated either.
             skip: (i) => signal?.aborted === true || this.#suspended(filtered[i]!, this.#o.now()),
+            // A filter the machine's load cut off is not the trigger's
+            // failure: the event is refused for a retry below.
             settled: (i, outcome) => {
-              if (!outcome.ok && outcome.kind !== "skipped") this.#failed(filtered[i]!, outcome.kind, outcome.message, this.#o.now());
+              if (!outcome.ok && outcome.kind !== "skipped" && outcome.kind !== "overloaded") this.#failed(filtered[i]!, outcome.kind, outcome.message, this.#o.now());
             },
           },
         );
@@ -86,6 +88,8 @@ export class EventMatcher {
         throw err;
       }
     }
+    // Matching on without it would drop the event's run for good.
+    if (outcomes.some((o) => !o.ok && o.kind === "overloaded")) throw overloaded("this event's trigger filters");
     const passed = new Set(filtered.filter((_, i) => outcomes[i]?.ok && outcomes[i].value === true));
     return byPattern.filter((t) => !t.filter || passed.has(t));
   }

@@ -11,7 +11,7 @@ import jsonata from "jsonata";
 import { ExpressionKind, type ExpressionErrorSchema } from "../../gen/platform/v1/expression_pb.js";
 import { SandboxBacklogError, type Mode, type Outcome } from "../integrations/expressions/sandbox.js";
 import type { EventRow } from "../store/rows.js";
-import { invalidArgument, notFound, retryLater } from "./errors.js";
+import { invalidArgument, notFound, overloaded, retryLater } from "./errors.js";
 import { checkEventType } from "./event-pattern.js";
 import { checkJsonata } from "./expressions.js";
 import { tenantOf, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
@@ -149,6 +149,8 @@ export function expressionTrialHandlers({ store, sandbox, jsonMaxDepth }: Servic
           throw retryLater("this tenant's expressions are backlogged; retry later", 1);
         throw err;
       }
+      // Not an answer about the expression: asked again, it may have one.
+      if (!outcome.ok && outcome.kind === "overloaded") throw overloaded("the expression");
       if (!outcome.ok) return { error: outcomeError(outcome), budget };
       const refused = rule.refuse(outcome.value);
       const result = outcome.value === undefined ? undefined : fromJson(ValueSchema, outcome.value as JsonValue);

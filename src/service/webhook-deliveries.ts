@@ -5,7 +5,7 @@ import type { SecretBox } from "../lib/secret-box.js";
 import { annotate, ATTR } from "../lib/tracing.js";
 import { header, SIGNATURE_HEADERS, verifySignature, type RequestHeaders, type SignedKind } from "../lib/webhook-signatures.js";
 import type { WebhookSourceRow } from "../store/rows.js";
-import { invalidArgument, retryLater, storeErrorsTranslated } from "./errors.js";
+import { invalidArgument, overloaded, retryLater, storeErrorsTranslated } from "./errors.js";
 import { checkEventType } from "./event-pattern.js";
 import type { WebhookLookups } from "./lookup-cache.js";
 import { unauthenticated, type Accepted, type WebhookIngestion } from "./webhooks.js";
@@ -156,6 +156,7 @@ export function createWebhookDeliveries({ ingestion, lookups, secrets, sandbox, 
     if (!outcome.ok) {
       if (outcome.kind === "error") throw invalidArgument("mapping", `failed: ${outcome.message}`);
       if (outcome.kind === "timeout") throw invalidArgument("mapping", `exceeded its ${mappingBudgetMs} ms budget`);
+      if (outcome.kind === "overloaded") throw overloaded("the source's mapping");
       // Past the size limits, or its process's memory: the same to the sender.
       if (outcome.kind === "limit" || outcome.kind === "memory") throw invalidArgument("mapping", `expression_limit: ${outcome.message}`);
       throw invalidArgument("mapping", `stopped by its ${outcome.kind} limit: ${outcome.message}`);

@@ -23,9 +23,12 @@ export interface SandboxTask {
 // `depth` (nesting or recursion), `memory` (the process's heap, or its death
 // past one of V8's size limits), `limit` (a sequence, string or result past
 // the size limits, see size-guard.ts), `error` (anything the expression itself got wrong),
-// `skipped` (its caller no longer wanted it when its turn came).
+// `skipped` (its caller no longer wanted it when its turn came), `overloaded`
+// (its process got too little of a core to spend its budget before the wall
+// ceiling: the machine's load, not the expression, as far as the service can
+// tell; the caller may try again).
 export type OverrunKind = "timeout" | "depth" | "memory" | "limit";
-export type Outcome = { ok: true; value: unknown } | { ok: false; kind: OverrunKind | "error" | "skipped"; message: string };
+export type Outcome = { ok: true; value: unknown } | { ok: false; kind: OverrunKind | "error" | "skipped" | "overloaded"; message: string };
 
 export interface SandboxAnswer {
   id: number;

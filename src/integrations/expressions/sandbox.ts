@@ -33,15 +33,16 @@ export interface SandboxOptions {
   // budget itself is checked between JSONata steps; this catches one step
   // that never returns, like a native sort of a huge array).
   hardKillSlackMs: number;
+  // Wall time past which an expression's process is stopped however little
+  // CPU it used, as a multiple of its budget plus slack: a process the
+  // machine starves holds its slot no longer (outcome `overloaded`).
+  wallCeiling: number;
   // Every expression stopped by a budget or limit (for metrics).
   onOverrun?: (mode: Mode, kind: OverrunKind) => void;
   // Where each expression was evaluated (for metrics).
   onPlaced?: (mode: Mode, where: "inline" | "sandbox") => void;
 }
 
-// Wall time past which an expression's process is stopped however little
-// CPU it used, as a multiple of its budget plus slack.
-const WALL_CEILING = 20;
 // The sandbox processes' scheduling priority (see #start).
 const NICE = 10;
 // How long a tenant's recent expressions may each have held a process for
@@ -60,6 +61,7 @@ export const DEFAULT_SANDBOX: Omit<SandboxOptions, "onOverrun" | "onPlaced"> = {
   inlineSliceMs: 5,
   inlineMsPerSecond: 250,
   hardKillSlackMs: 30,
+  wallCeiling: 20,
 };
 
 // What a caller may learn and decide while its job runs, expression by
@@ -77,6 +79,8 @@ export class SandboxBacklogError extends Error {
 }
 
 type Failure = Extract<Outcome, { ok: false }>;
+const isOverrun = (o: Outcome): o is Failure & { kind: OverrunKind } =>
+  !o.ok && o.kind !== "error" && o.kind !== "skipped" && o.kind !== "overloaded";
 
 const SKIPPED: Outcome = { ok: false, kind: "skipped", message: "not evaluated: no longer wanted" };
 
@@ -182,7 +186,7 @@ export class ExpressionSandbox {
       if (outcome) {
         results[index] = outcome;
         // A size limit is reached inline too (a time slice that ran out is not an overrun: the sandbox takes it).
-        if (!outcome.ok && outcome.kind !== "error" && outcome.kind !== "skipped") this.#o.onOverrun?.(mode, outcome.kind);
+        if (isOverrun(outcome)) this.#o.onOverrun?.(mode, outcome.kind);
         hooks.settled?.(index, outcome);
       } else (pending ??= []).push({ index, expression });
     }
@@ -323,7 +327,7 @@ export class ExpressionSandbox {
 
   #settle(job: Job, index: number, outcome: Outcome): void {
     job.results[index] = outcome;
-    if (!outcome.ok && outcome.kind !== "error" && outcome.kind !== "skipped") this.#o.onOverrun?.(job.mode, outcome.kind);
+    if (isOverrun(outcome)) this.#o.onOverrun?.(job.mode, outcome.kind);
     job.hooks.settled?.(index, outcome);
     if (--job.unsettled === 0) job.resolve(job.results);
   }
@@ -362,7 +366,7 @@ export class ExpressionSandbox {
   // past its budget plus slack; one that is loses its process. The budget is
   // the CPU time its process used, so a loaded machine does not cut off an
   // expression that waited for a core; a process that computes nothing (a
-  // stopped one) is still stopped at WALL_CEILING times its budget.
+  // stopped one) is still stopped at `wallCeiling` times its budget.
   // Without /proc, wall time is the budget's clock.
   #watch(): void {
     if (!this.#slots.some((s) => s.running)) {
@@ -379,12 +383,18 @@ export class ExpressionSandbox {
         const wall = now - slot.startedAt;
         const used = cpu === undefined ? wall : cpu - slot.cpuAtStart!;
         const limit = running.job.budgetMs + this.#o.hardKillSlackMs;
-        if (used <= limit && wall <= limit * WALL_CEILING) continue;
+        if (used <= limit && wall <= limit * this.#o.wallCeiling) continue;
         proc.child.kill("SIGKILL");
         // What it used says which clock stopped it (operators read it in a
-        // trigger's filter error or a run's error).
-        const spent = cpu === undefined ? `${wall} ms` : `${used} ms of CPU time in ${wall} ms`;
-        this.#lost(proc, "timeout", `evaluation exceeded its ${running.job.budgetMs} ms budget and was stopped (it used ${spent})`);
+        // trigger's filter error or a run's error). Stopped by the wall
+        // ceiling with its CPU budget unspent, it did not overrun: the
+        // machine left it too little of a core.
+        if (cpu !== undefined && used <= limit)
+          this.#lost(proc, "overloaded", `evaluation was stopped after ${wall} ms with ${used} ms of its ${running.job.budgetMs} ms CPU budget used: the service is overloaded`);
+        else {
+          const spent = cpu === undefined ? `${wall} ms` : `${used} ms of CPU time in ${wall} ms`;
+          this.#lost(proc, "timeout", `evaluation exceeded its ${running.job.budgetMs} ms budget and was stopped (it used ${spent})`);
+        }
       }
       if (!this.#slots.some((s) => s.running)) this.#watch();
     }, 10);
