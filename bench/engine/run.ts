@@ -13,7 +13,8 @@
 //   start: event → run start (runs.start_time − events.receive_time) at
 //     200 events/s, p50/p99;
 //   graphile-worker: a Fastify process adding one job per POST (addJob) with
-//     its runner at the same concurrency, paced as agentplane is.
+//     its runner at the same concurrency, paced as agentplane is (BENCH_PEER=0
+//     leaves it out, for quick runs comparing agentplane with itself).
 // The generator's own CPU is printed with each paced phase. It reports; it
 // fails only when a request is refused or a run fails.
 import { execFile, spawn } from "node:child_process";
@@ -48,6 +49,7 @@ const SOCKETS = positiveInt("BENCH_SOCKETS", 256);
 const DRAIN_MS = positiveInt("BENCH_DRAIN_SECONDS", 120) * 1000;
 // graphile-worker's concurrency; agentplane's is its own default.
 const PEER_CONCURRENCY = positiveInt("BENCH_PEER_CONCURRENCY", 32);
+const WITH_PEER = process.env.BENCH_PEER !== "0";
 const ENGINES = (process.env.BENCH_ENGINES ?? "postgres,sqlite").split(",").map((e) => e.trim());
 for (const e of ENGINES) if (e !== "sqlite" && e !== "postgres") throw new Error(`BENCH_ENGINES: "sqlite" and/or "postgres", got "${e}"`);
 
@@ -292,7 +294,7 @@ const f1 = (n: number) => n.toFixed(1);
 const pct = (n: number) => `${(n * 100).toFixed(0)} %`;
 
 async function main(): Promise<void> {
-  console.log(`the run engine: ${ENGINES.join(", ")} and graphile-worker on one PostgreSQL; ${describeHost()}`);
+  console.log(`the run engine: ${[...ENGINES, ...(WITH_PEER ? ["graphile-worker"] : [])].join(", ")} on one PostgreSQL; ${describeHost()}`);
   console.log(`paced ${RATE}/s for ${SECONDS} s; sweep ${SWEEP.join(", ")}/s for ${SWEEP_SECONDS} s each; drains of ${BACKLOGS.join(", ")} runs; start latency at ${START_RATE}/s`);
   const mcp = await startTrivialMcp();
   const jwks = await startJwks();
@@ -300,7 +302,7 @@ async function main(): Promise<void> {
   let graphile: PeerResult | undefined;
   try {
     for (const engine of ENGINES) results.push(await engineRun(engine, jwks, mcp));
-    if (ENGINES.includes("postgres")) graphile = await peer();
+    if (ENGINES.includes("postgres") && WITH_PEER) graphile = await peer();
   } finally {
     jwks.close();
     await mcp.close();
