@@ -2,7 +2,8 @@
 // frees, not when the batch ends; it asks for the free slots plus a prefetch
 // of the runs that ended while the previous claim was in flight; prefetched
 // runs start on the next free slot without a claim; runs that outlive a claim
-// prefetch nothing. Driven by a queue whose claims answer when the test says,
+// prefetch nothing; a run whose outcome is being recorded takes no slot, up
+// to `concurrency` of them. Driven by a queue whose claims answer when the test says,
 // and an executor whose runs end when the test says: no timing.
 import pino from "pino";
 import type { Executor, ExecutionResult } from "../src/runtime/executor.js";
@@ -47,8 +48,10 @@ const settle = async () => {
   for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
 };
 
-function harness(concurrency: number) {
+// `holdFinishes`: each finish waits until the test commits it (`finishes`).
+function harness(concurrency: number, holdFinishes = false) {
   const claims: { want: number; answer: Deferred<RunRow[]> }[] = [];
+  const finishes = new Map<string, Deferred<boolean>>();
   const running = new Map<string, Deferred<ExecutionResult>>();
   const queue: RunQueue = {
     claim: (_owner, limit) => {
@@ -58,7 +61,12 @@ function harness(concurrency: number) {
     },
     heartbeat: async (_owner, ids) => new Set(ids),
     recordSteps: async () => true,
-    finish: async () => true,
+    finish: (_owner, id) => {
+      if (!holdFinishes) return Promise.resolve(true);
+      const committed = deferred<boolean>();
+      finishes.set(id, committed);
+      return committed.promise;
+    },
     release: async () => {},
     cancel: async () => undefined,
     nextLeaseExpiry: async () => undefined,
@@ -78,7 +86,12 @@ function harness(concurrency: number) {
     running.delete(id);
     await settle();
   };
-  return { worker, claims, running, end };
+  const commit = async (id: string) => {
+    finishes.get(id)!.resolve(true);
+    finishes.delete(id);
+    await settle();
+  };
+  return { worker, claims, running, end, finishes, commit };
 }
 
 describe("worker claim pipeline", () => {
@@ -132,6 +145,40 @@ describe("worker claim pipeline", () => {
     await settle();
     await end(first[1]!.id);
     expect(claims.map((c) => c.want)).toEqual([2, 1, 1]);
+    await worker.stop(0);
+  });
+
+  it("frees a run's slot once its outcome is being recorded, for up to `concurrency` outcomes at once", async () => {
+    const { worker, claims, running, end, finishes, commit } = harness(2, true);
+    worker.start();
+    await settle();
+    const [a, b] = [run(), run()];
+    claims[0]!.answer.resolve([a, b]);
+    await settle();
+
+    // a ended; its finish has not committed, yet its slot is claimed for...
+    await end(a.id);
+    expect([...finishes.keys()]).toEqual([a.id]);
+    expect(claims.map((c) => c.want)).toEqual([2, 1]);
+    // ...and the next run executes meanwhile.
+    const c = run();
+    claims[1]!.answer.resolve([c]);
+    await settle();
+    expect(running.has(c.id)).toBe(true);
+    expect(finishes.has(a.id)).toBe(true);
+
+    // Three outcomes waiting, past the two allowed: no slot, no claim.
+    await end(b.id);
+    await end(c.id);
+    expect([...finishes.keys()]).toEqual([a.id, b.id, c.id]);
+    expect(claims).toHaveLength(2);
+    await commit(a.id);
+    expect(claims).toHaveLength(2);
+    // One left below the limit: both slots are claimed for.
+    await commit(b.id);
+    expect(claims.map((c) => c.want)).toEqual([2, 1, 2]);
+    claims[2]!.answer.resolve([]);
+    await commit(c.id);
     await worker.stop(0);
   });
 });

@@ -71,6 +71,13 @@ function rejected(outcome: RunOutcome, error: string): RunOutcome {
 // claim's latency, while long ones (tool and model calls) claim no more than
 // they run, so a run claimed here never waits long behind them while another
 // worker could have taken it.
+//
+// A run whose outcome is being recorded takes no slot: its execution is
+// over, and the finish waits for a commit (grouped with others, through the
+// disk), so holding the slot until then would bound runs/s by concurrency
+// over commit latency, not by what runs do. Its lease is kept until the
+// outcome is in. At most `concurrency` outcomes are recorded at once: past
+// that, a free slot waits for them (a store slow to commit slows claims).
 export class Worker {
   // Names the host and process, so that step records and lease owners tell
   // replicas apart.
@@ -157,8 +164,13 @@ export class Worker {
     if (left.length) await this.#o.queue.release(this.owner, left, this.#o.now()).catch((err: unknown) => this.#o.log.warn({ err }, "releasing runs at shutdown failed"));
   }
 
+  // Slots a launch may take now (see the class comment).
+  #room(): number {
+    return this.#recording.size < this.#o.concurrency ? this.#o.concurrency - (this.#active.size - this.#recording.size) : 0;
+  }
+
   async #claim(): Promise<void> {
-    const want = this.#o.concurrency + this.#prefetch - this.#active.size - this.#ready.length;
+    const want = this.#room() + this.#prefetch - this.#ready.length;
     if (want <= 0 || this.#stopped || this.#claiming) return;
     this.#claiming = true;
     this.#again = false;
@@ -196,7 +208,7 @@ export class Worker {
   }
 
   #launchReady(): void {
-    while (this.#active.size < this.#o.concurrency && this.#ready.length && !this.#stopped) this.#launch(this.#ready.shift()!);
+    while (this.#room() > 0 && this.#ready.length && !this.#stopped) this.#launch(this.#ready.shift()!);
   }
 
   // Forgets a waiting run this worker no longer holds.
@@ -220,12 +232,13 @@ export class Worker {
     entry.done = traceRun(run, () => this.#execute(run, controller))
       .catch((err: unknown) => this.#o.log.error({ err, run: run.id }, "run attempt ended with an unexpected error; it runs again when its lease expires"))
       .finally(() => {
+        // A run that got to recording its outcome was counted as ended then.
+        if (!this.#recording.has(run.id)) this.#ended++;
         if (this.#active.get(run.id) === entry) {
           this.#active.delete(run.id);
           this.#renewed.delete(run.id);
           this.#recording.delete(run.id);
         }
-        this.#ended++;
         this.wake();
       });
     this.#active.set(run.id, entry);
@@ -266,7 +279,10 @@ export class Worker {
     // An error quotes what a tool or model answered: its text as recorded, in traces and logs too.
     if (result.status !== "succeeded") result = { ...result, error: recorder.error(result.error) };
     traceOutcome(result);
+    // Its slot is free from here (see the class comment).
     this.#recording.add(run.id);
+    this.#ended++;
+    this.wake();
     await recorder.close(result.status === "succeeded" ? "the run ended before the step did" : result.error);
     let outcome: RunOutcome = {
       status: result.status,
