@@ -70,6 +70,10 @@ beforeAll(async () => {
     runtime: { executor: "agents" },
     outboundAllow: ["127.0.0.0/8"],
     console: { issuer: idp.issuer, clientId: CLIENT_ID, audience: AUD, scopes: SCOPES },
+    // The sandbox's wall ceiling out of the way: the hostile filter tried
+    // below ends at its CPU budget (expression_timeout), however loaded the
+    // machine, not at the ceiling (503, overloaded).
+    expressions: { sandbox: { wallCeiling: 1000 } },
   });
   await server.seedTenant("acme", [
     { subject: "alice", role: "admin" },

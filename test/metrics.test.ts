@@ -85,7 +85,9 @@ describe("domain metrics on one server (runs on its thread)", () => {
       runtime: { executor: "agents" },
       webhook: { maxBytes: 2048, ratePerSecond: 1, burst: 10 },
       quotas: { ...DEFAULT_QUOTAS, queuedRuns: 5 },
-      expressions: { stepBudgetMs: 100 },
+      // The sandbox's wall ceiling out of the way: the step overrun counted
+      // below is the CPU budget's, however loaded the machine.
+      expressions: { sandbox: { wallCeiling: 1000 }, stepBudgetMs: 100 },
     });
     await server.seedTenant("acme", [{ subject: OPERATOR, role: "admin" }]);
     const api = (method: string, body: unknown) => call(server, method, body, "acme");
