@@ -12,6 +12,9 @@
 //     process, then drained by a `serve` started on it: runs/s;
 //   start: event → run start (runs.start_time − events.receive_time) at
 //     200 events/s, p50/p99;
+//   BENCH_PLAN=step keeps the agent's one tool call (a trivial MCP server in
+//     this process) instead of an empty plan: the issue's one-step runs,
+//     with the runs still queued 5 s after the paced load;
 //   graphile-worker: a Fastify process adding one job per POST (addJob) with
 //     its runner at the same concurrency, paced as agentplane is (BENCH_PEER=0
 //     leaves it out, for quick runs comparing agentplane with itself).
@@ -50,6 +53,8 @@ const DRAIN_MS = positiveInt("BENCH_DRAIN_SECONDS", 120) * 1000;
 // graphile-worker's concurrency; agentplane's is its own default.
 const PEER_CONCURRENCY = positiveInt("BENCH_PEER_CONCURRENCY", 32);
 const WITH_PEER = process.env.BENCH_PEER !== "0";
+const PLAN = process.env.BENCH_PLAN ?? "empty";
+if (PLAN !== "empty" && PLAN !== "step") throw new Error(`BENCH_PLAN: "empty" or "step", got "${PLAN}"`);
 const ENGINES = (process.env.BENCH_ENGINES ?? "postgres,sqlite").split(",").map((e) => e.trim());
 for (const e of ENGINES) if (e !== "sqlite" && e !== "postgres") throw new Error(`BENCH_ENGINES: "sqlite" and/or "postgres", got "${e}"`);
 
@@ -121,7 +126,7 @@ async function provision(s: Session, service: Service, token: string, mcp: Trivi
   const { agent } = await service.call<{ agent: { id: string } }>(token, "CreateAgent", {
     agent: { name: "empty", skillIds: [skill.id], steps: [{ skillId: skill.id, tool: "ok", arguments: "" }] },
   });
-  await emptyPlan(s.dir, s.db?.url, agent.id);
+  if (PLAN === "empty") await emptyPlan(s.dir, s.db?.url, agent.id);
   await service.call(token, "CreateTrigger", { trigger: { agentId: agent.id, webhook: { eventTypePattern: "order.*" } } });
   const created = await service.call<{ token: string }>(token, "CreateWebhookSource", { webhookSource: { name: "bench" } });
   return created.token;
@@ -137,7 +142,7 @@ async function start(s: Session, jwksUrl: string, env: Record<string, string> = 
 
 interface EngineResult {
   engine: string;
-  paced?: Paced & { runsPerSec: number; queuedEnd: number };
+  paced?: Paced & { runsPerSec: number; queuedEnd: number; queuedAfter5s: number };
   sweep: { offered: number; acked: number; runsPerSec: number; queuedEnd: number }[];
   drains: { backlog: number; runsPerSec: number }[];
   start?: { p50: number; p99: number; n: number };
@@ -183,7 +188,9 @@ async function engineRun(engine: string, jwks: { url: string; token: string }, m
       const after = await s.count.counts();
       if (after.failed) throw new Error(`${after.failed} runs failed:\n${service.output}`);
       // Over the time until the last answer, which is past SECONDS when acks lag.
-      result.paced = { ...p, runsPerSec: (after.done - before.done) / ((performance.now() - t0) / 1000), queuedEnd: after.backlog };
+      const runsPerSec = (after.done - before.done) / ((performance.now() - t0) / 1000);
+      await sleep(5_000);
+      result.paced = { ...p, runsPerSec, queuedEnd: after.backlog, queuedAfter5s: (await s.count.counts()).backlog };
       await drain(s.count, DRAIN_MS);
 
       for (const rate of SWEEP) {
@@ -308,7 +315,7 @@ async function main(): Promise<void> {
     await mcp.close();
   }
   console.log();
-  console.log(`paced ${RATE} events/s for ${SECONDS} s (agentplane: empty plans, its default concurrency; graphile-worker: concurrency ${PEER_CONCURRENCY}, local queue ${graphile?.localQueue ?? "-"}, completeJobBatchDelay 0)`);
+  console.log(`paced ${RATE} events/s for ${SECONDS} s (agentplane: ${PLAN === "empty" ? "empty plans" : "one tool call a run"}, its default concurrency${graphile ? `; graphile-worker: concurrency ${PEER_CONCURRENCY}, local queue ${graphile.localQueue}, completeJobBatchDelay 0` : ""})`);
   const pacedRows = results.filter((r) => r.paced).map((r) => [r.engine, f0(r.paced!.acked), String(r.paced!.refused), f1(r.paced!.p50), f1(r.paced!.p99), f0(r.paced!.runsPerSec), String(r.paced!.queuedEnd), pct(r.paced!.generatorCpu)]);
   if (graphile) pacedRows.push(["graphile-worker", f0(graphile.paced.acked), String(graphile.paced.refused), f1(graphile.paced.p50), f1(graphile.paced.p99), f0(graphile.paced.jobsPerSec), String(graphile.paced.queuedEnd), pct(graphile.paced.generatorCpu)]);
   printTable(["", "acked/s", "refused", "ack p50 ms", "ack p99 ms", "runs (jobs) done/s", "queued at end", "generator CPU"], pacedRows, [0]);
@@ -330,7 +337,8 @@ async function main(): Promise<void> {
     if (r.paced)
       console.log(
         `${r.engine}: ack p99 ${f1(r.paced.p99)} ms (target < 50: ${r.paced.p99 < 50 && !r.paced.refused ? "met" : "not met"}); queued at the end ${r.paced.queuedEnd} ` +
-          `(target < one second of work, ${f0(r.paced.runsPerSec)}: ${r.paced.queuedEnd < r.paced.runsPerSec ? "met" : "not met"})`,
+          `(target < one second of work, ${f0(r.paced.runsPerSec)}: ${r.paced.queuedEnd < r.paced.runsPerSec ? "met" : "not met"}); ` +
+          `${r.paced.queuedAfter5s} queued or running 5 s after the load`,
       );
     const small = r.drains.find((d) => d.backlog === Math.min(...BACKLOGS));
     const big = r.drains.find((d) => d.backlog === Math.max(...BACKLOGS));
