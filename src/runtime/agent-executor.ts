@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import { ModelError, type ChatModel } from "../integrations/model/chat-model.js";
 import type { SecretBox } from "../lib/secret-box.js";
 import { agentSecretContext } from "../service/agents.js";
+import { expressionErrorKind } from "../service/error-kinds.js";
 import type { AgentRow, RunRow, SkillRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import { StoreUnavailableError } from "../store/errors.js";
@@ -66,9 +67,7 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
     const budget = Math.max(1, Math.min(stepBudgetMs, deadline - Date.now()));
     const [outcome] = await sandbox.evaluate(agent.tenantId, [expression], input, budget, "value");
     if (outcome!.ok) return outcome!.value;
-    const kind =
-      outcome!.kind === "timeout" || outcome!.kind === "overloaded" ? "expression_timeout" : outcome!.kind === "error" ? "expression_error" : "expression_limit";
-    throw new StepFailed(`steps[${i}].arguments: ${kind}: ${outcome!.message}`);
+    throw new StepFailed(`steps[${i}].arguments: ${expressionErrorKind(outcome!)}: ${outcome!.message}`);
   }
 
   async function deterministic(agent: AgentRow, run: RunRow, ctx: ExecutionContext, signal: AbortSignal, deadline: number): Promise<ExecutionResult> {

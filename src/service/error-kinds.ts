@@ -1,3 +1,4 @@
+import type { Outcome } from "../integrations/expressions/sandbox.js";
 import { SKILL_ERROR_KINDS } from "../integrations/mcp-client/errors.js";
 import { MODEL_ERROR_KINDS } from "../integrations/model/chat-model.js";
 
@@ -18,6 +19,14 @@ const KINDS: ReadonlySet<string> = new Set<string>([
   "record_limit",
   "record_rejected",
 ]);
+
+// The kind a failed expression's error starts with, for a step's arguments
+// (runtime/agent-executor.ts) and TestExpression alike: one cut off by the
+// machine's load (`overloaded`) counts as a timeout.
+export function expressionErrorKind(outcome: Extract<Outcome, { ok: false }>): "expression_timeout" | "expression_error" | "expression_limit" {
+  if (outcome.kind === "timeout" || outcome.kind === "overloaded") return "expression_timeout";
+  return outcome.kind === "error" ? "expression_error" : "expression_limit";
+}
 
 // "steps[2] (tool): skill_timeout: …", "steps[0].arguments: expression_timeout: …",
 // "model_error: …", "skill_auth_failed (token request): …". Only the leading

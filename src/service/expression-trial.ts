@@ -12,6 +12,7 @@ import { ExpressionKind, type ExpressionErrorSchema } from "../../gen/platform/v
 import { SandboxBacklogError, type Mode, type Outcome } from "../integrations/expressions/sandbox.js";
 import type { EventRow } from "../store/rows.js";
 import { invalidArgument, notFound, overloaded, retryLater } from "./errors.js";
+import { expressionErrorKind } from "./error-kinds.js";
 import { checkEventType } from "./event-pattern.js";
 import { checkJsonata } from "./expressions.js";
 import { tenantOf, type PlatformHandlers, type ServiceDeps } from "./handlers.js";
@@ -114,8 +115,7 @@ function compileProblem(rule: KindRule, expression: string): ExpressionError | u
 
 // The words a failed run's error starts with (runtime/agent-executor.ts).
 function outcomeError(outcome: Exclude<Outcome, { ok: true }>): ExpressionError {
-  const kind = outcome.kind === "timeout" ? "expression_timeout" : outcome.kind === "error" ? "expression_error" : "expression_limit";
-  return { kind, message: outcome.message };
+  return { kind: expressionErrorKind(outcome), message: outcome.message };
 }
 
 export function expressionTrialHandlers({ store, sandbox, jsonMaxDepth }: ServiceDeps, budgets: TrialBudgets): Pick<PlatformHandlers, "testExpression"> {
