@@ -34,11 +34,6 @@ class DevProcess extends CliProcess {
       AGENTPLANE_LOG_LEVEL: "warn",
     }, port);
   }
-
-  // Ready: the dev banner (with the client) is out and /readyz answers 200.
-  devReady(): Promise<{ clientId: string; clientSecret: string }> {
-    return this.devClient();
-  }
 }
 
 const cli = (args: string[], dataDir: string) => runCli(args, { AGENTPLANE_DATA_DIR: dataDir });
@@ -49,7 +44,7 @@ let customer: CustomerMcp;
 
 // An agent with a webhook trigger on order.*, and a source; returns its token.
 async function setUp(dev: DevProcess): Promise<string> {
-  const token = await dev.devClientToken(await dev.devReady());
+  const token = await dev.devClientToken(await dev.devClient());
   expect(token).toBeTruthy();
   // Each run calls a tool that takes 20 ms (and is held while a kill is
   // made, killWhileLeased), so a run is leased for a while.
@@ -203,7 +198,7 @@ describe("crash recovery (agentplane dev, SIGKILL)", () => {
       const statusAtKill = runsByStatus(dataDir);
 
       const second = new DevProcess(dataDir, port, 8);
-      await second.devReady();
+      await second.devClient();
 
       // Nothing acknowledged is lost, and every stored event has exactly one run.
       const check = readDb(dataDir, (db) => {
@@ -257,7 +252,7 @@ describe("crash recovery (agentplane dev, SIGKILL)", () => {
 
       const restartedAt = Date.now();
       const after = new DevProcess(dataDir, port, 8);
-      await after.devReady();
+      await after.devClient();
       const runs = await allRunsSucceed(dataDir, PATIENCE_MS);
       const recoveredMs = Date.now() - restartedAt;
       const byId = new Map(runs.map((r) => [r.id, r]));
