@@ -17,6 +17,7 @@ import { startModelServer, type ModelServer } from "./support/model-server.js";
 import { startIdp, type TestIdp } from "./support/oidc-idp.js";
 import { bearer, connectMust, startServer, type TestServer } from "./support/server.js";
 import { waitFor } from "./support/wait.js";
+import { CPU_BUDGET_ONLY } from "./support/sandbox-processes.js";
 
 type Json = Record<string, unknown>;
 
@@ -70,10 +71,8 @@ beforeAll(async () => {
     runtime: { executor: "agents" },
     outboundAllow: ["127.0.0.0/8"],
     console: { issuer: idp.issuer, clientId: CLIENT_ID, audience: AUD, scopes: SCOPES },
-    // The sandbox's wall ceiling out of the way: the hostile filter tried
-    // below ends at its CPU budget (expression_timeout), however loaded the
-    // machine, not at the ceiling (503, overloaded).
-    expressions: { sandbox: { wallCeiling: 1000 } },
+    // The hostile filter tried below ends at its CPU budget (expression_timeout).
+    expressions: { sandbox: CPU_BUDGET_ONLY },
   });
   await server.seedTenant("acme", [
     { subject: "alice", role: "admin" },

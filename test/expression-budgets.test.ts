@@ -7,6 +7,7 @@ import type { CustomerMcp } from "./support/customer-mcp.js";
 import { bearer, connectCall } from "./support/server.js";
 import { startTenantServer, tenantWebhooks, type TenantServer } from "./support/tenant-webhooks.js";
 import { waitFor } from "./support/wait.js";
+import { CPU_BUDGET_ONLY } from "./support/sandbox-processes.js";
 
 type Json = Record<string, unknown>;
 
@@ -26,10 +27,7 @@ let ctx: TenantServer;
 const { must, post, healthzAround, tenantWithSource, tenantWithSkill, trigger, runToEnd } = tenantWebhooks(() => ctx);
 
 beforeAll(async () => {
-  // The sandbox's wall ceiling out of the way: what cuts these expressions
-  // off is their CPU budget, however loaded the machine (a starved one is
-  // expression-overload.test.ts's).
-  ctx = await startTenantServer({ sandbox: { wallCeiling: 1000 }, filter: { budgetMs: 50 }, stepBudgetMs: 300 });
+  ctx = await startTenantServer({ sandbox: CPU_BUDGET_ONLY, filter: { budgetMs: 50 }, stepBudgetMs: 300 });
 });
 afterAll(() => ctx.server.close());
 

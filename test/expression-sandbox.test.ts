@@ -1,7 +1,7 @@
 // The expression sandbox itself (real child processes): where each kind of
 // expression runs, what a runaway one costs, and fairness between tenants.
 import { ExpressionSandbox } from "../src/integrations/expressions/sandbox.js";
-import { sandboxPids, starve } from "./support/sandbox-processes.js";
+import { CPU_BUDGET_ONLY, sandboxPids, starve } from "./support/sandbox-processes.js";
 
 const ENDLESS = "( $f := function($x){ $f($x + 1) }; $f(0) )";
 
@@ -9,11 +9,8 @@ describe("expression sandbox", () => {
   let sandbox: ExpressionSandbox;
   const overruns: string[] = [];
 
-  // The wall ceiling out of the way (it is the starved test's): what cuts
-  // an expression off here is its CPU budget, however loaded the machine.
-  const wallCeiling = 1000;
   beforeAll(() => {
-    sandbox = new ExpressionSandbox({ workers: 2, maxQueuedPerTenant: 50, wallCeiling, onOverrun: (mode, kind) => overruns.push(`${mode}:${kind}`) });
+    sandbox = new ExpressionSandbox({ workers: 2, maxQueuedPerTenant: 50, ...CPU_BUDGET_ONLY, onOverrun: (mode, kind) => overruns.push(`${mode}:${kind}`) });
     sandbox.warm();
   });
   afterAll(() => sandbox.close());
@@ -197,7 +194,7 @@ describe("expression sandbox", () => {
   }, 300_000); // room, not a measure: each job's process runs at nice 10 on a loaded machine
 
   it("keeps serving a tenant whose expression was cut off on the second process while the first stood idle", async () => {
-    const fresh = new ExpressionSandbox({ workers: 2, wallCeiling });
+    const fresh = new ExpressionSandbox({ workers: 2, ...CPU_BUDGET_ONLY });
     try {
       fresh.warm();
       await new Promise((r) => setTimeout(r, 1500)); // both processes ready

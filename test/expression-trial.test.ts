@@ -6,6 +6,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { bearer, connectCall, type TestServer } from "./support/server.js";
 import { platformMcpClient, startTwoTenantIdp, type TwoTenantIdp } from "./support/two-tenant-idp.js";
 import { PLACEHOLDER_MODEL } from "./support/agents.js";
+import { CPU_BUDGET_ONLY } from "./support/sandbox-processes.js";
 
 type Json = Record<string, unknown>;
 
@@ -48,9 +49,7 @@ beforeAll(async () => {
   idps = await startTwoTenantIdp();
   token = idps.token;
   server = await idps.start({
-    // The sandbox's wall ceiling out of the way: the timeouts asserted are
-    // the CPU budget's, however loaded the machine.
-    expressions: { sandbox: { wallCeiling: 1000 }, filter: { budgetMs: 50 }, stepBudgetMs: 300 },
+    expressions: { sandbox: CPU_BUDGET_ONLY, filter: { budgetMs: 50 }, stepBudgetMs: 300 },
     webhook: { maxBytes: 1024 * 1024, ratePerSecond: 10_000, burst: 10_000 },
   });
   acme = await setup("acme", "admin");

@@ -20,6 +20,7 @@ import { duplicateFamilies, families, sampleValue } from "./support/prometheus.j
 import { startScriptedIdp, type ScriptedIdp } from "./support/scripted-introspection.js";
 import { bearer, connectCall, startServer, type TestServer } from "./support/server.js";
 import { sleep, waitFor } from "./support/wait.js";
+import { CPU_BUDGET_ONLY } from "./support/sandbox-processes.js";
 
 type Json = Record<string, unknown>;
 
@@ -85,9 +86,8 @@ describe("domain metrics on one server (runs on its thread)", () => {
       runtime: { executor: "agents" },
       webhook: { maxBytes: 2048, ratePerSecond: 1, burst: 10 },
       quotas: { ...DEFAULT_QUOTAS, queuedRuns: 5 },
-      // The sandbox's wall ceiling out of the way: the step overrun counted
-      // below is the CPU budget's, however loaded the machine.
-      expressions: { sandbox: { wallCeiling: 1000 }, stepBudgetMs: 100 },
+      // The step overrun counted below is the CPU budget's.
+      expressions: { sandbox: CPU_BUDGET_ONLY, stepBudgetMs: 100 },
     });
     await server.seedTenant("acme", [{ subject: OPERATOR, role: "admin" }]);
     const api = (method: string, body: unknown) => call(server, method, body, "acme");

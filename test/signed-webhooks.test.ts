@@ -13,6 +13,7 @@ import { devIssuer, devToken } from "./support/dev-auth.js";
 import { LogCapture } from "./support/log-capture.js";
 import { bearer, connectCall, sqliteRows, startServer, type TestServer } from "./support/server.js";
 import { PLACEHOLDER_MODEL } from "./support/agents.js";
+import { CPU_BUDGET_ONLY } from "./support/sandbox-processes.js";
 
 type Json = Record<string, unknown>;
 
@@ -111,17 +112,14 @@ describe("signed webhook sources", () => {
 
   beforeAll(async () => {
     logs = new LogCapture("debug");
-    // The sandbox's wall ceiling out of the way (1000 times the budget, not
-    // 20): beside another suite on two cores (load average 12 to 30), a
-    // sandbox process at nice 10 got too little of a core to map a push
-    // within 20 times its budget, which answers 503 (overloaded), where
-    // these tests assert what a mapping's own outcome answers. The ceiling's
-    // own tests are expression-sandbox's and expression-overload's.
+    // These tests assert what a mapping's own outcome answers: beside another
+    // suite (load average 12 to 30) a push's mapping once reached the
+    // default wall ceiling instead and answered 503 (overloaded).
     server = await startServer({
       authenticator: issuer.authenticator(60),
       logger: logs.logger,
       webhook: { maxBytes: 8192, ratePerSecond: 1000, burst: 1000 },
-      expressions: { sandbox: { wallCeiling: 1000 }, filter: { budgetMs: 50 } },
+      expressions: { sandbox: CPU_BUDGET_ONLY, filter: { budgetMs: 50 } },
     });
     await server.seedTenant("acme", [{ subject: issuer.clientId, role: "admin" }]);
     const agentId = ((await api(server, "CreateAgent", { agent: { name: "a", model: PLACEHOLDER_MODEL } })).agent as Json).id as string;

@@ -31,3 +31,10 @@ export function starve(before: number[]): () => void {
       }
   };
 }
+
+// Sandbox options for a test that asserts what an expression's CPU budget
+// does: the wall ceiling at 1000 times the budget instead of 20, so a loaded
+// machine (a sandbox process at nice 10 beside busy jest workers) cannot
+// turn the budget's outcome into `overloaded`. The ceiling's own tests stop
+// the processes instead (starve above).
+export const CPU_BUDGET_ONLY = { wallCeiling: 1000 };
