@@ -12,6 +12,7 @@ import { newId } from "../src/lib/ids.js";
 import { CHANNELS } from "../src/store/postgres/channels.js";
 import { migratePostgres, openPostgres, type OpenedPostgres } from "../src/store/postgres/open.js";
 import { createPgRunQueue } from "../src/store/postgres/queue.js";
+import { queuedCount } from "../src/store/postgres/runs.js";
 import type { RunRow } from "../src/store/rows.js";
 import { SignalHub } from "../src/store/signal-hub.js";
 import { ChangeNotifier } from "../src/store/postgres/change-notifier.js";
@@ -43,6 +44,10 @@ interface Engine {
   // Read on a connection that did not write.
   read(id: string): Promise<Stored | undefined>;
   runningOf(agentId: string): Promise<number>;
+  // The store's count of the tenant's queued runs (its quota's).
+  queuedCount(tenantId: string): Promise<number>;
+  // Deletes a run as SQL would, past the store.
+  deleteRun(id: string): Promise<void>;
   // Ends every queued and running run, so that a test starts with none.
   clear(): Promise<void>;
   close(): Promise<void>;
@@ -85,6 +90,8 @@ async function sqliteEngine(): Promise<Engine> {
     clear: async () => void raw.prepare(CLEAR).run(),
     runningOf: async (agentId) =>
       (reader.prepare("select count(*) as n from runs where status = 'running' and agent_id = ?").get(agentId) as { n: number }).n,
+    queuedCount: (tenantId) => store.runs.queuedCount(tenantId),
+    deleteRun: async (id) => void raw.prepare("delete from runs where id = ?").run(id),
     async close() {
       reader.close();
       for (const s of replicas) await s.close();
@@ -123,6 +130,8 @@ async function postgresEngine(): Promise<Engine> {
       const [r] = await reader.sql<{ n: number }[]>`select count(*)::int as n from runs where status = 'running' and agent_id = ${agentId}`;
       return r!.n;
     },
+    queuedCount: (tenantId) => queuedCount(reader.sql, tenantId),
+    deleteRun: async (id) => void (await main.sql`delete from runs where id = ${id}`),
     async close() {
       for (const p of pools) await p.sql.end({ timeout: 5 });
       await database.drop();
@@ -333,6 +342,35 @@ describe.each([
       expect(await e.queue.insertMany([runRow(tenant, agent)], 3)).toBe(true);
     });
 
+    it("counts a tenant's queued runs through every change of their status, its own only", async () => {
+      const other = newId("ten");
+      await e.addTenant(other);
+      await queue(2, other);
+      const [a] = await queue(5);
+      expect([await e.queuedCount(tenant), await e.queuedCount(other)]).toEqual([5, 2]);
+      const t0 = Date.now();
+      const claimed = await e.queue.claim("w1", 2, 100, 3, t0, []);
+      const mine = claimed.filter((r) => r.tenantId === tenant).length;
+      expect(await e.queuedCount(tenant)).toBe(5 - mine);
+      await e.queue.release("w1", claimed.map((r) => r.id), t0 + 1);
+      expect([await e.queuedCount(tenant), await e.queuedCount(other)]).toEqual([5, 2]);
+      await e.queue.cancel(tenant, a!, t0 + 2);
+      expect(await e.queuedCount(tenant)).toBe(4);
+      // Claimed, its lease expired and taken over, then finished: counted out once.
+      await e.clear();
+      const [g] = await queue(1);
+      await e.queue.claim("w1", 1, 100, 3, t0, []);
+      expect(await e.queuedCount(tenant)).toBe(0);
+      const [retaken] = await e.queue.claim("w2", 1, LEASE, 3, t0 + 200, []);
+      expect(retaken?.id).toBe(g);
+      expect(await e.queue.finish("w2", g!, ok, t0 + 201)).toBe(true);
+      expect(await e.queuedCount(tenant)).toBe(0);
+      await queue(3);
+      const [h] = await queue(1);
+      await e.deleteRun(h!);
+      expect([await e.queuedCount(tenant), await e.queuedCount(other)]).toEqual([3, 0]);
+    });
+
     it("keeps the quota when replicas queue for one tenant at once", async () => {
       const replicas = [e.queue, e.replica(), e.replica(), e.replica()];
       const results = await Promise.all(
@@ -512,6 +550,8 @@ describe("PostgreSQL notifications", () => {
           values (${id}, ${tenantId}, ${id}, '{}', 16, 120000, true, 0, 0)`),
       read: () => Promise.reject(new Error("unused")),
       runningOf: () => Promise.reject(new Error("unused")),
+      queuedCount: () => Promise.reject(new Error("unused")),
+      deleteRun: () => Promise.reject(new Error("unused")),
       clear: () => Promise.reject(new Error("unused")),
         async close() {
         await main.sql.end();

@@ -2,7 +2,8 @@
 // (0010 makes webhook_sources.token_digest nullable) must keep the rows and
 // every reference to them, although SQLite cannot turn foreign keys off
 // inside the migrator's transaction. Likewise one that makes names unique
-// (0013) must keep the records whose names repeat.
+// (0013) must keep the records whose names repeat, and the one that counts
+// queued runs (0016) must count those queued before it.
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -110,6 +111,29 @@ describe("SQLite migrations", () => {
     } finally {
       check.raw.close();
       void store.close();
+    }
+  });
+
+  it("counts the runs queued before the counts existed (0016), then keeps counting", async () => {
+    const path = join(dir, "agentplane.db");
+    const old = openSqlite({ path });
+    migrate(old.db, { migrationsFolder: migrationsBefore(dir, "0016") });
+    const t = Date.now();
+    for (const id of ["ten_1", "ten_2"]) old.raw.prepare("insert into tenants (id, slug, create_time, update_time) values (?, ?, ?, ?)").run(id, id, t, t);
+    const runs: [string, string, string][] = [["run_1", "ten_1", "queued"], ["run_2", "ten_1", "queued"], ["run_3", "ten_1", "succeeded"], ["run_4", "ten_2", "queued"]];
+    for (const [id, tenant, status] of runs)
+      old.raw
+        .prepare("insert into runs (id, tenant_id, agent_id, status, attempt, steps, error, create_time, update_time) values (?, ?, 'agt_1', ?, 0, '[]', '', ?, ?)")
+        .run(id, tenant, status, t, t);
+    old.raw.close();
+
+    const store = createSqliteStore({ path });
+    try {
+      expect([await store.runs.queuedCount("ten_1"), await store.runs.queuedCount("ten_2"), await store.runs.queuedCount("ten_3")]).toEqual([2, 1, 0]);
+      expect(await store.queue.cancel("ten_1", "run_1", t + 1)).toMatchObject({ status: "cancelled" });
+      expect(await store.runs.queuedCount("ten_1")).toBe(1);
+    } finally {
+      await store.close();
     }
   });
 });

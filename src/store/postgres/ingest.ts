@@ -6,7 +6,7 @@ import { pg, toStoreError } from "./errors.js";
 import { lockTenantScopes } from "./locks.js";
 import type { Sql } from "./open.js";
 import { tableReader } from "./repos.js";
-import { insertRunRecords, queueRuns, runRecord } from "./runs.js";
+import { insertRunRecords, queuedOf, queueRuns, runRecord } from "./runs.js";
 import * as schema from "./schema.js";
 import type { GroupCommitOptions } from "../group-commit.js";
 import { batchedIngest, OVER_QUOTA, settle, settleEach, type ItemOutcome, type Outcome, type PendingIngest, type Tally } from "../ingest-batch.js";
@@ -52,13 +52,13 @@ const INSERT_ALL = `
 // every tenant's queued runs plus the batch's fit, so that the common case
 // is one statement after the lock: it returns the ids inserted (`id`), then
 // each tenant's queued count before the batch (`tenant_id`, `n`), from which
-// the caller admits item by item when the batch did not fit. Runs are counted
-// in runs_queued, one range per tenant.
+// the caller admits item by item when the batch did not fit. The counts are
+// queued_run_counts' (queuedOf): one row read per tenant, whatever its backlog.
 const INSERT_ALL_WITHIN_CAPS = `
   with caps as (select * from json_to_recordset($3::json) as c(tenant_id text, adding int, cap int)),
   counts as (
     select c.tenant_id, c.adding, c.cap,
-      (select count(*) from runs r where r.status = 'queued' and r.tenant_id = c.tenant_id)::int as n
+      ${queuedOf("c.tenant_id")} as n
     from caps c),
   fits as (select coalesce(bool_and(n + adding <= cap), true) as ok from counts),
   ev as (${insertEvents("(select ok from fits)")}),
@@ -155,6 +155,8 @@ async function insertWithinCaps(tx: TransactionSql, batch: PendingIngest[]): Pro
   return batch.map((p): Outcome => results.get(p) ?? OVER_QUOTA);
 }
 
+const COUNT_QUEUED = `select t as "tenantId", ${queuedOf("t")} as n from unnest($1::text[]) t`;
+
 // Takes the queued-runs lock of every tenant whose runs the batch caps (the
 // lock RunAgent and schedule slots take too), then counts their queued runs:
 // the count is a statement after the lock, so (read committed) it sees every
@@ -165,8 +167,7 @@ async function lockAndCount(tx: TransactionSql, batch: PendingIngest[]): Promise
   const tally: Tally = new Map(tenants.map((t) => [t, 0]));
   if (!tenants.length) return tally;
   await lockTenantScopes(tx, "queued_runs", tenants);
-  for (const row of await tx<{ tenantId: string; n: number }[]>`
-      select tenant_id as "tenantId", count(*)::int as n from runs where status = 'queued' and tenant_id = any(${tenants}) group by tenant_id`)
+  for (const row of await tx.unsafe<{ tenantId: string; n: number }[]>(COUNT_QUEUED, [tenants], { prepare: true }))
     tally.set(row.tenantId, row.n);
   return tally;
 }

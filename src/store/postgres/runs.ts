@@ -41,15 +41,27 @@ export async function queueRuns(tx: TransactionSql, runs: RunInsert[]): Promise<
   if (runs.length) await tx.unsafe(QUEUE_RUNS, [JSON.stringify(runs.map(runRecord))], { prepare: true });
 }
 
+// A tenant's queued runs, `tenant` an SQL expression: its two running totals
+// in queued_run_counts (in − out), one row read each however deep the
+// backlog, where counting the runs would read every queued one.
+export const queuedOf = (tenant: string) =>
+  `(select coalesce(sum(case q.side when 'in' then q.n else -q.n end), 0) from queued_run_counts q where q.tenant_id = ${tenant})::int`;
+
+const QUEUED_COUNT = `select ${queuedOf("$1")} as n`;
+
 export async function queuedCount(tx: Sql | TransactionSql, tenantId: string): Promise<number> {
-  const [row] = await tx<[{ n: number }]>`select count(*)::int as n from runs where status = 'queued' and tenant_id = ${tenantId}`;
+  const [row] = await tx.unsafe<[{ n: number }]>(QUEUED_COUNT, [tenantId], { prepare: true });
   return row.n;
 }
 
-// The oldest id stands for the oldest create time: a run's id is made when
-// it is created (UUIDv7), and so the index of queued runs answers alone.
+// Per tenant with queued runs: the count from queued_run_counts, and the
+// oldest id (one seek into runs_queued), which stands for the oldest create
+// time: a run's id is made when it is created (UUIDv7).
 export async function queueStats(sql: Sql): Promise<QueueStats[]> {
   const rows = await sql<{ tenantId: string; queued: number; oldestId: string }[]>`
-    select tenant_id as "tenantId", count(*)::int as queued, min(id) as "oldestId" from runs where status = 'queued' group by tenant_id`;
+    select c.tenant_id as "tenantId", c.n::int as queued,
+      (select min(r.id) from runs r where r.status = 'queued' and r.tenant_id = c.tenant_id) as "oldestId"
+    from (select tenant_id, sum(case side when 'in' then n else -n end) as n from queued_run_counts group by tenant_id) c
+    where c.n > 0`;
   return rows.map((r) => ({ tenantId: r.tenantId, queued: r.queued, oldestCreateTime: idTime(r.oldestId) }));
 }

@@ -263,6 +263,23 @@ export const overviewWatermarks = pgTable("overview_watermarks", {
   sealedUntil: ms("sealed_until").notNull(),
 });
 
+// Each tenant's queued runs as two running totals, so that a quota is
+// checked in one row read however deep the backlog: `in` counts the runs that
+// became queued (inserted, or released back), `out` those that stopped being
+// queued (claimed, cancelled, deleted); queued = in − out. Kept by triggers
+// on runs (migration 0012), so no writer can miss them. Two rows, not one:
+// an ingest holds `in` through its commit's disk wait, and a claim that
+// updated the same row would wait for it.
+export const queuedRunCounts = pgTable(
+  "queued_run_counts",
+  {
+    tenantId: text("tenant_id").notNull(),
+    side: text("side").$type<"in" | "out">().notNull(),
+    n: bigint("n", { mode: "number" }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.tenantId, t.side] })],
+);
+
 // Token buckets of the per-source webhook rate limit, shared by every process
 // on the database.
 export const rateLimitBuckets = pgTable("rate_limit_buckets", {

@@ -218,17 +218,20 @@ export function prepareRunInsert(raw: Database.Database): { run(r: RunInsert): v
   };
 }
 
-// How many runs of a tenant wait to be claimed: a range of the runs_queued
-// index (tenant_id, id where queued), the tenant's queued runs only.
-// The oldest id stands for the oldest create time: a run's id is made when
-// it is created (UUIDv7), and so the index of queued runs answers alone.
+// Per tenant with queued runs: the count kept in queued_run_counts, and the
+// oldest id (one seek into runs_queued), which stands for the oldest create
+// time: a run's id is made when it is created (UUIDv7).
 export function prepareQueueStats(raw: Database.Database) {
   const statement = raw.prepare<[], { tenantId: string; queued: number; oldestId: string }>(
-    `select tenant_id as tenantId, count(*) as queued, min(id) as oldestId from runs where status = 'queued' group by tenant_id`,
+    `select c.tenant_id as tenantId, c.n as queued,
+       (select min(r.id) from runs r indexed by runs_queued where r.status = 'queued' and r.tenant_id = c.tenant_id) as oldestId
+     from queued_run_counts c where c.n > 0`,
   );
   return () => statement.all().map((r): QueueStats => ({ tenantId: r.tenantId, queued: r.queued, oldestCreateTime: idTime(r.oldestId) }));
 }
 
+// How many runs of a tenant wait to be claimed: the count the triggers on
+// runs keep in queued_run_counts, one row read however deep the backlog.
 export function prepareQueuedCount(raw: Database.Database): Database.Statement<[string], number> {
-  return raw.prepare<[string], number>(`select count(*) from runs where status = 'queued' and tenant_id = ?`).pluck(true);
+  return raw.prepare<[string], number>(`select coalesce((select n from queued_run_counts where tenant_id = ?), 0)`).pluck(true);
 }

@@ -257,6 +257,14 @@ export const overviewWatermarks = sqliteTable("overview_watermarks", {
   sealedUntil: integer("sealed_until").notNull(),
 });
 
+// Each tenant's queued runs, kept by triggers on runs (migration 0016) so
+// that a quota is checked in one row read however deep the backlog, and no
+// writer can miss a change.
+export const queuedRunCounts = sqliteTable("queued_run_counts", {
+  tenantId: text("tenant_id").primaryKey(),
+  n: integer("n").notNull(),
+});
+
 // Token buckets of the per-source webhook rate limit, shared by every process
 // on the database.
 export const rateLimitBuckets = sqliteTable("rate_limit_buckets", {

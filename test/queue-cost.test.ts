@@ -1,9 +1,13 @@
-// A claim's cost does not grow with the backlog, on either engine, whatever
-// the planner knows: on a fresh table that was never analyzed (autovacuum
-// off, so no statistics arrive meanwhile), claims are made past the point
-// where a driver's prepared statements switch to cached generic plans (the
-// 6th execution on PostgreSQL) with 1,000 runs queued, and again with 50,000
-// queued on the same connection. What a claim costs is counted, not timed:
+// What the queue's operations cost does not grow with the backlog, on either
+// engine, whatever the planner knows: on a fresh table that was never
+// analyzed (autovacuum off, so no statistics arrive meanwhile), claims are
+// made past the point where a driver's prepared statements switch to cached
+// generic plans (the 6th execution on PostgreSQL) with 1,000 runs queued,
+// and again with 50,000 queued on the same connection. So are the operations
+// that check a tenant's queued-run quota, which count its queued runs:
+// queueing a run (RunAgent), ingesting an event (PostgreSQL; SQLite's ingest
+// counts with the same statement as the count here, on its writer thread),
+// and the count itself. What an operation costs is counted, not timed:
 // PostgreSQL's buffer accesses to the tables and indexes (pg_statio, each
 // backend's counters flushed on demand), SQLite's page reads from the file
 // with its page cache at its minimum (so that every page a statement touches
@@ -14,9 +18,13 @@ import { join } from "node:path";
 import postgres from "postgres";
 import type Database from "better-sqlite3";
 import { migratePostgres, openPostgres, openQueuePool } from "../src/store/postgres/open.js";
+import { createPgWebhookStore } from "../src/store/postgres/ingest.js";
 import { createPgRunQueue } from "../src/store/postgres/queue.js";
+import { queuedCount } from "../src/store/postgres/runs.js";
 import { createSqliteStore } from "../src/store/sqlite/store.js";
-import type { RunQueue } from "../src/store/store.js";
+import { newId } from "../src/lib/ids.js";
+import type { RunInsert } from "../src/store/rows.js";
+import type { IngestItem, RunQueue, WebhookStore } from "../src/store/store.js";
 import { createTestDatabase } from "./support/postgres.js";
 
 const TENANTS = 10;
@@ -27,8 +35,11 @@ const WARM_UP = 6;
 
 interface Engine {
   queue: RunQueue;
-  // Queues `perTenant` more runs for each of TENANTS tenants.
-  seed(perTenant: number): Promise<void>;
+  queuedCount(tenantId: string): Promise<number>;
+  // PostgreSQL's; SQLite's commits on its writer thread (see above).
+  webhooks?: WebhookStore;
+  // Queues `perTenant` more runs for each of the first `tenants` tenants.
+  seed(perTenant: number, tenants?: number): Promise<void>;
   // Ends the running runs (the claims' own), so each backlog starts with none.
   endRunning(): Promise<void>;
   // Pages (buffers) read by the claims so far, as a running count.
@@ -49,12 +60,15 @@ const SQLITE: Dialect = {
   pad: (e, w) => `printf('%0${w}d', ${e})`,
   true: "1",
 };
-const seedRuns = (d: Dialect, first: number, perTenant: number, now: number) => `
+const seedRuns = (d: Dialect, first: number, perTenant: number, tenants: number, now: number) => `
   insert into runs (id, tenant_id, agent_id, status, attempt, steps, error, create_time, update_time)
   select 'run-' || ${d.pad("t", 3)} || '-' || ${d.pad(`${first} + i`, 8)}, 'ten-' || t, 'agt-' || t, 'queued', 0, '[]', '', ${now}, ${now}
-  from ${d.series(TENANTS, "t")}, ${d.series(perTenant, "i")}`;
+  from ${d.series(tenants, "t")}, ${d.series(perTenant, "i")}`;
 const seedTenants = (d: Dialect, now: number) => `
   insert into tenants (id, slug, create_time, update_time) select 'ten-' || t, 'ten-' || t, ${now}, ${now} from ${d.series(TENANTS, "t")}`;
+const seedSources = (d: Dialect, now: number) => `
+  insert into webhook_sources (id, tenant_id, name, enabled, kind, create_time, update_time)
+  select 'src-' || t, 'ten-' || t, 'src-' || t, ${d.true}, 'envelope', ${now}, ${now} from ${d.series(TENANTS, "t")}`;
 const seedAgents = (d: Dialect, now: number) => `
   insert into agents (id, tenant_id, name, spec, max_steps, timeout_ms, enabled, create_time, update_time)
   select 'agt-' || t, 'ten-' || t, 'agt-' || t, '{"skillIds":[],"allowedTools":{},"steps":[]}', 16, 120000, ${d.true}, ${now}, ${now}
@@ -76,21 +90,27 @@ async function postgresEngine(): Promise<Engine> {
     await setup.unsafe(statement);
     await setup`select pg_stat_force_next_flush()`;
   };
+  // The store's main pool, of one connection: quota counts and ingestion.
+  const main = openPostgres({ url: database.url, poolSize: 1 });
   const now = Date.now();
   await flushed("alter table runs set (autovacuum_enabled = off)");
   await flushed(seedTenants(PG, now));
   await flushed(seedAgents(PG, now));
+  await flushed(seedSources(PG, now));
   let seeded = 0;
   return {
     queue: createPgRunQueue(opened.sql),
-    async seed(perTenant) {
-      await flushed(seedRuns(PG, seeded, perTenant, Date.now()));
+    queuedCount: (tenantId) => queuedCount(main.sql, tenantId),
+    webhooks: createPgWebhookStore(main.sql, { windowMs: 0, maxBatch: 256 }, 5000),
+    async seed(perTenant, tenants = TENANTS) {
+      await flushed(seedRuns(PG, seeded, perTenant, tenants, Date.now()));
       seeded += perTenant;
     },
     endRunning: () => flushed(END_RUNNING),
     async cost() {
-      // The claims' connection publishes its counters when it next goes idle.
+      // Each connection publishes its counters when it next goes idle.
       await opened.sql`select pg_stat_force_next_flush()`;
+      await main.sql`select pg_stat_force_next_flush()`;
       const [row] = await setup<{ n: number }[]>`
         select sum(heap_blks_hit + heap_blks_read + coalesce(idx_blks_hit, 0) + coalesce(idx_blks_read, 0))::int as n
         from pg_statio_user_tables`;
@@ -98,6 +118,7 @@ async function postgresEngine(): Promise<Engine> {
     },
     async close() {
       await opened.sql.end({ timeout: 5 });
+      await main.sql.end({ timeout: 5 });
       await setup.end({ timeout: 5 });
       await database.drop();
     },
@@ -120,8 +141,9 @@ async function sqliteEngine(): Promise<Engine> {
   let seeded = 0;
   return {
     queue: store.queue,
-    async seed(perTenant) {
-      raw.exec(seedRuns(SQLITE, seeded, perTenant, Date.now()));
+    queuedCount: (tenantId) => store.runs.queuedCount(tenantId),
+    async seed(perTenant, tenants = TENANTS) {
+      raw.exec(seedRuns(SQLITE, seeded, perTenant, tenants, Date.now()));
       seeded += perTenant;
     },
     endRunning: async () => void raw.exec(END_RUNNING),
@@ -149,17 +171,54 @@ async function costPerRun(e: Engine): Promise<number> {
   return pages / claimed;
 }
 
+// Pages per call of `operation` over `calls` calls, after WARM_UP uncounted.
+async function costPerCall(e: Engine, calls: number, operation: () => Promise<unknown>): Promise<number> {
+  let pages = 0;
+  for (let i = 0; i < WARM_UP + calls; i++) {
+    const before = await e.cost();
+    await operation();
+    const after = await e.cost();
+    if (i >= WARM_UP) pages += after - before;
+  }
+  return pages / calls;
+}
+
+const TENANT = "ten-1";
+const run = (): RunInsert => {
+  const t = Date.now();
+  return { id: newId("run"), tenantId: TENANT, agentId: "agt-1", input: null, status: "queued", steps: [], createTime: t, updateTime: t };
+};
+const event = (): IngestItem => {
+  const t = Date.now();
+  const id = newId("evt");
+  return {
+    event: { id, tenantId: TENANT, sourceId: "src-1", eventType: "cost", payload: {}, receiveTime: t, idempotencyKey: id, matchedTriggerIds: [], createTime: t, updateTime: t },
+    runs: [{ ...run(), eventId: id }],
+    maxQueuedRuns: 1_000_000,
+  };
+};
+
+// What each quota-checking operation costs per call, at the current backlog.
+async function quotaCosts(e: Engine): Promise<Record<string, number>> {
+  const costs: Record<string, number> = {
+    count: await costPerCall(e, 6, () => e.queuedCount(TENANT)),
+    "queue a run": await costPerCall(e, 6, () => e.queue.insertMany([run()], 1_000_000)),
+  };
+  if (e.webhooks) costs.ingest = await costPerCall(e, 6, () => e.webhooks!.ingest(event(), 60_000));
+  return costs;
+}
+
 describe.each([
   ["SQLite", sqliteEngine],
   ["PostgreSQL", postgresEngine],
-])("claim cost on %s", (_name, open) => {
+])("queue costs on %s", (_name, open) => {
   let e: Engine;
-  beforeAll(async () => {
+  beforeEach(async () => {
     e = await open();
   });
-  afterAll(() => e.close());
+  afterEach(() => e.close());
 
-  it("stays the same per claimed run with 50,000 runs queued as with 1,000, on a never-analyzed table and cached plans", async () => {
+  it("a claim stays the same per claimed run with 50,000 runs queued as with 1,000, on a never-analyzed table and cached plans", async () => {
     await e.seed(100);
     const small = await costPerRun(e);
     await e.endRunning();
@@ -167,5 +226,19 @@ describe.each([
     const large = await costPerRun(e);
     expect(small).toBeGreaterThan(0);
     expect(large).toBeLessThanOrEqual(2 * small);
+  });
+
+  it("checking a tenant's queued-run quota costs the same with 50,000 of its runs queued as with 1,000", async () => {
+    await e.seed(100, 1);
+    expect(await e.queuedCount(TENANT)).toBe(100);
+    await e.seed(900, 1);
+    const small = await quotaCosts(e);
+    await e.seed(49_000, 1);
+    const large = await quotaCosts(e);
+    // Each operation but the count queued a run per call, at both backlogs.
+    const queuedByCalls = 2 * (WARM_UP + 6) * (Object.keys(large).length - 1);
+    expect(await e.queuedCount(TENANT)).toBe(50_000 + queuedByCalls);
+    const grew = Object.keys(large).filter((operation) => large[operation]! > 2 * small[operation]! + 2);
+    expect({ small, large, grew }).toMatchObject({ grew: [] });
   });
 });
