@@ -130,7 +130,7 @@ async function postgresEngine(): Promise<Engine> {
 const bytesRead = () => Number(/^rchar: (\d+)$/m.exec(readFileSync("/proc/self/io", "utf8"))![1]);
 
 async function sqliteEngine(): Promise<Engine> {
-  const dir = mkdtempSync(join(tmpdir(), "agentplane-claim-cost-"));
+  const dir = mkdtempSync(join(tmpdir(), "agentplane-queue-cost-"));
   const store = createSqliteStore({ path: join(dir, "agentplane.db") });
   const raw = (store.db as unknown as { $client: Database.Database }).$client;
   // SQLite keeps at least a few pages whatever this says.

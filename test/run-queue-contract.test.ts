@@ -44,6 +44,10 @@ interface Engine {
   // Read on a connection that did not write.
   read(id: string): Promise<Stored | undefined>;
   runningOf(agentId: string): Promise<number>;
+  // An event of a source of its own, as a webhook stores it; its id.
+  addEvent(tenantId: string, payload: Record<string, unknown>): Promise<string>;
+  // Moves an agent's update time, as an edit does.
+  touchAgent(id: string, updateTime: number): Promise<void>;
   // The store's count of the tenant's queued runs (its quota's).
   queuedCount(tenantId: string): Promise<number>;
   // Deletes a run as SQL would, past the store.
@@ -90,6 +94,19 @@ async function sqliteEngine(): Promise<Engine> {
     clear: async () => void raw.prepare(CLEAR).run(),
     runningOf: async (agentId) =>
       (reader.prepare("select count(*) as n from runs where status = 'running' and agent_id = ?").get(agentId) as { n: number }).n,
+    async addEvent(tenantId, payload) {
+      const source = newId("src");
+      const event = newId("evt");
+      raw.prepare("insert into webhook_sources (id, tenant_id, name, enabled, kind, create_time, update_time) values (?, ?, ?, 1, 'envelope', ?, ?)").run(source, tenantId, source, now, now);
+      raw
+        .prepare(
+          `insert into events (id, tenant_id, source_id, event_type, payload, receive_time, matched_trigger_ids, create_time, update_time)
+           values (?, ?, ?, 'order.created', ?, ?, '[]', ?, ?)`,
+        )
+        .run(event, tenantId, source, JSON.stringify(payload), now, now, now);
+      return event;
+    },
+    touchAgent: async (id, updateTime) => void raw.prepare("update agents set update_time = ? where id = ?").run(updateTime, id),
     queuedCount: (tenantId) => store.runs.queuedCount(tenantId),
     deleteRun: async (id) => void raw.prepare("delete from runs where id = ?").run(id),
     async close() {
@@ -130,6 +147,16 @@ async function postgresEngine(): Promise<Engine> {
       const [r] = await reader.sql<{ n: number }[]>`select count(*)::int as n from runs where status = 'running' and agent_id = ${agentId}`;
       return r!.n;
     },
+    async addEvent(tenantId, payload) {
+      const source = newId("src");
+      const event = newId("evt");
+      await main.sql`insert into webhook_sources (id, tenant_id, name, enabled, kind, create_time, update_time)
+        values (${source}, ${tenantId}, ${source}, true, 'envelope', ${now}, ${now})`;
+      await main.sql`insert into events (id, tenant_id, source_id, event_type, payload, receive_time, matched_trigger_ids, create_time, update_time)
+        values (${event}, ${tenantId}, ${source}, 'order.created', ${JSON.stringify(payload)}::jsonb, ${now}, '[]', ${now}, ${now})`;
+      return event;
+    },
+    touchAgent: async (id, updateTime) => void (await main.sql`update agents set update_time = ${updateTime} where id = ${id}`),
     queuedCount: (tenantId) => queuedCount(reader.sql, tenantId),
     deleteRun: async (id) => void (await main.sql`delete from runs where id = ${id}`),
     async close() {
@@ -148,7 +175,7 @@ const ids = (rows: RunRow[]) => rows.map((r) => r.id).sort();
 describe.each([
   ["SQLite", sqliteEngine],
   ["PostgreSQL", postgresEngine],
-])("run queue on %s", (_name, open) => {
+])("run queue on %s", (name, open) => {
   let e: Engine;
   let tenant: string;
   let agent: string;
@@ -184,6 +211,23 @@ describe.each([
     expect(await e.queue.insertMany([traced, untraced])).toBe(true);
     const claimed = await e.replica().claim("w1", 2, LEASE, 3, Date.now(), []);
     expect(claimed.map((r) => [r.id, r.traceParent]).sort()).toEqual([[traced.id, traceParent], [untraced.id, null]].sort());
+  });
+
+  it(`hands out with each run ${name === "PostgreSQL" ? "its event and its agent's update time (one round trip per claim)" : "no context (reads are calls, not round trips)"}`, async () => {
+    const event = await e.addEvent(tenant, { order: 7 });
+    await e.touchAgent(agent, 1234);
+    const t = Date.now();
+    const fromEvent = { ...runRow(tenant, agent), eventId: event };
+    const direct = runRow(tenant, agent);
+    expect(await e.queue.insertMany([fromEvent, direct])).toBe(true);
+    const claimed = await e.queue.claim("w1", 2, LEASE, 3, t, []);
+    const contexts = Object.fromEntries(claimed.map((r) => [r.id, r.context]));
+    if (name === "SQLite") expect(contexts).toEqual({ [fromEvent.id]: undefined, [direct.id]: undefined });
+    else
+      expect(contexts).toEqual({
+        [fromEvent.id]: { agentUpdateTime: 1234, event: { id: event, eventType: "order.created", payload: { order: 7 }, sourceId: expect.any(String), receiveTime: expect.any(Number) } },
+        [direct.id]: { agentUpdateTime: 1234, event: null },
+      });
   });
 
   describe("leases", () => {
@@ -550,6 +594,8 @@ describe("PostgreSQL notifications", () => {
           values (${id}, ${tenantId}, ${id}, '{}', 16, 120000, true, 0, 0)`),
       read: () => Promise.reject(new Error("unused")),
       runningOf: () => Promise.reject(new Error("unused")),
+      addEvent: () => Promise.reject(new Error("unused")),
+      touchAgent: () => Promise.reject(new Error("unused")),
       queuedCount: () => Promise.reject(new Error("unused")),
       deleteRun: () => Promise.reject(new Error("unused")),
       clear: () => Promise.reject(new Error("unused")),

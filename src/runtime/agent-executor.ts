@@ -4,8 +4,8 @@ import { ModelError, type ChatModel } from "../integrations/model/chat-model.js"
 import type { SecretBox } from "../lib/secret-box.js";
 import { agentSecretContext } from "../service/agents.js";
 import { expressionErrorKind } from "../service/error-kinds.js";
-import type { AgentRow, RunRow, SkillRow } from "../store/rows.js";
-import type { Store } from "../store/store.js";
+import type { AgentRow, SkillRow } from "../store/rows.js";
+import type { ClaimedRun, Store } from "../store/store.js";
 import { StoreUnavailableError } from "../store/errors.js";
 import { RecordLimitError, type ExecutionContext, type ExecutionResult, type Executor } from "./executor.js";
 import type { ToolCaller } from "./tool-calls.js";
@@ -32,6 +32,9 @@ export interface AgentExecutorOptions {
 
 class StepFailed extends Error {}
 
+// Agents the executor holds between runs, oldest out first.
+const MAX_AGENTS_HELD = 1000;
+
 // What the model reads of a tool call's outcome.
 const toolMessage = (outcome: { result?: unknown; error: string }) => (outcome.error ? `error: ${outcome.error}` : JSON.stringify(outcome.result));
 
@@ -40,8 +43,26 @@ const toolMessage = (outcome: { result?: unknown; error: string }) => (outcome.e
 // whose outcome an earlier attempt recorded is resumed instead (durable
 // steps, ./durable-steps.ts).
 export function createAgentExecutor({ store, secrets, tools, models, log, sandbox, stepBudgetMs, observer = NO_OBSERVER }: AgentExecutorOptions): Executor {
-  async function context(run: RunRow) {
-    const event = run.eventId ? await store.events.get(run.tenantId, run.eventId) : undefined;
+  // Agents read for earlier runs. One is used only while the claim says it
+  // is current (its update time), so an edited agent is read again at once,
+  // and no change signal is waited for.
+  const agents = new Map<string, AgentRow>();
+
+  async function agentOf(run: ClaimedRun): Promise<AgentRow | undefined> {
+    const key = `${run.tenantId} ${run.agentId}`;
+    const held = agents.get(key);
+    if (held && run.context && held.updateTime === run.context.agentUpdateTime) return held;
+    const agent = await store.agents.get(run.tenantId, run.agentId);
+    agents.delete(key);
+    if (agent && run.context) {
+      if (agents.size >= MAX_AGENTS_HELD) agents.delete(agents.keys().next().value!);
+      agents.set(key, agent);
+    }
+    return agent;
+  }
+
+  async function context(run: ClaimedRun) {
+    const event = run.context ? (run.context.event ?? undefined) : run.eventId ? await store.events.get(run.tenantId, run.eventId) : undefined;
     return {
       event: event && { id: event.id, event_type: event.eventType, payload: event.payload, source_id: event.sourceId, receive_time: new Date(event.receiveTime).toISOString() },
       input: run.input ?? undefined,
@@ -70,7 +91,7 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
     throw new StepFailed(`steps[${i}].arguments: ${expressionErrorKind(outcome!)}: ${outcome!.message}`);
   }
 
-  async function deterministic(agent: AgentRow, run: RunRow, ctx: ExecutionContext, signal: AbortSignal, deadline: number): Promise<ExecutionResult> {
+  async function deterministic(agent: AgentRow, run: ClaimedRun, ctx: ExecutionContext, signal: AbortSignal, deadline: number): Promise<ExecutionResult> {
     const base = await context(run);
     const results: { result: unknown }[] = [];
     let output: unknown = null;
@@ -101,7 +122,7 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
     return { status: "succeeded", output };
   }
 
-  async function model(agent: AgentRow, run: RunRow, ctx: ExecutionContext, signal: AbortSignal): Promise<ExecutionResult> {
+  async function model(agent: AgentRow, run: ClaimedRun, ctx: ExecutionContext, signal: AbortSignal): Promise<ExecutionResult> {
     const config = agent.spec.model!;
     const apiKey = agent.modelApiKey ? secrets.open(agent.modelApiKey, agentSecretContext(agent.id)) : "unset";
     const endpoint = { baseUrl: config.baseUrl, apiKey, model: config.model };
@@ -184,7 +205,7 @@ export function createAgentExecutor({ store, secrets, tools, models, log, sandbo
 
   return {
     async execute(run, ctx) {
-      const agent = await store.agents.get(run.tenantId, run.agentId);
+      const agent = await agentOf(run);
       if (!agent) return { status: "failed", error: `agent "${run.agentId}" no longer exists` };
       // The run's own signal: aborted by its timeout or by ctx.signal. SDKs
       // attach listeners to it and never detach them, so nothing may keep it

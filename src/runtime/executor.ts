@@ -1,6 +1,7 @@
 import type { CallTries } from "../lib/call-tries.js";
 import type { RunRow, RunStepRecord } from "../store/rows.js";
 import type { RecordedOutcome } from "./durable-steps.js";
+import type { ClaimedRun } from "../store/store.js";
 
 // What an executor knows of a step when it starts. `key`: what the step is
 // on any attempt of the run (./durable-steps.ts); a step without one is
@@ -36,7 +37,7 @@ export type ExecutionResult =
 
 // Runs one attempt of a run: `agent-executor.ts` (plans and model loops).
 export interface Executor {
-  execute(run: RunRow, ctx: ExecutionContext): Promise<ExecutionResult>;
+  execute(run: ClaimedRun, ctx: ExecutionContext): Promise<ExecutionResult>;
 }
 
 // Records one step and succeeds: for tests and benches that measure what

@@ -5,8 +5,7 @@ import { NO_OBSERVER, type Observer } from "../lib/observer.js";
 import { FailureStreak } from "../lib/failure-streak.js";
 import { pause } from "../lib/pause.js";
 import { StoreRefusedError, StoreUnavailableError } from "../store/errors.js";
-import type { RunRow } from "../store/rows.js";
-import type { RunOutcome, RunQueue } from "../store/store.js";
+import type { ClaimedRun, RunOutcome, RunQueue } from "../store/store.js";
 import { errorKindOf, errorKindOfMessage } from "../service/error-kinds.js";
 import type { ExecutionResult, Executor } from "./executor.js";
 import { DEFAULT_RECORD_LIMITS, type RecordLimits } from "./recordable.js";
@@ -85,7 +84,7 @@ export class Worker {
   readonly #o: Required<Omit<WorkerOptions, "tenantSlug">> & Pick<WorkerOptions, "tenantSlug">;
   readonly #active = new Map<string, { controller: AbortController; done: Promise<void> }>();
   // Claimed runs waiting for a slot, oldest claim first.
-  #ready: RunRow[] = [];
+  #ready: ClaimedRun[] = [];
   #prefetch = 0;
   // Attempts that ended, counted to size the prefetch.
   #ended = 0;
@@ -226,7 +225,7 @@ export class Worker {
     this.#timer = setTimeout(() => this.wake(), Math.min(until, this.#o.idlePollMs));
   }
 
-  #launch(run: RunRow): void {
+  #launch(run: ClaimedRun): void {
     const controller = new AbortController();
     const entry = { controller, done: Promise.resolve() };
     entry.done = traceRun(run, () => this.#execute(run, controller))

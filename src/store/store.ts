@@ -154,6 +154,21 @@ export interface RunOutcome {
   error: string;
 }
 
+// What starting a run reads, handed out with it by an engine whose reads are
+// round trips (PostgreSQL: in the claim's statement, instead of two reads
+// per run): the event that queued it, and its agent's update time, which
+// tells whether a copy of the agent held since is still current (null: the
+// agent is gone). SQLite's claims carry none: its reads are calls, not round
+// trips.
+export interface ClaimContext {
+  event: Pick<EventRow, "id" | "eventType" | "payload" | "sourceId" | "receiveTime"> | null;
+  agentUpdateTime: number | null;
+}
+
+export interface ClaimedRun extends RunRow {
+  context?: ClaimContext;
+}
+
 export interface RunQueue {
   // Leases up to `limit` runs, oldest first: queued runs, and running runs
   // whose lease expired (their worker died). Each claim is one attempt; a run
@@ -162,7 +177,7 @@ export interface RunQueue {
   // claim again (any other run of its own with an expired lease it may).
   // A run comes with the steps its earlier attempts recorded: the next
   // attempt keeps them and resumes from them (runtime/durable-steps.ts).
-  claim(owner: string, limit: number, leaseMs: number, maxAttempts: number, now: number, executing: string[]): Promise<RunRow[]>;
+  claim(owner: string, limit: number, leaseMs: number, maxAttempts: number, now: number, executing: string[]): Promise<ClaimedRun[]>;
   // Extends the leases still held; returns the ids the owner still holds
   // (a cancelled run is no longer held).
   heartbeat(owner: string, ids: string[], leaseMs: number, now: number): Promise<Set<string>>;

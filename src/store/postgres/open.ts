@@ -55,7 +55,7 @@ export function openPostgres(options: PostgresOptions & { connection?: Record<st
 // queue statement finds its rows through an index (by key, or a range that
 // the statement's limit ends), so the plan it makes without parameter values
 // or statistics walks the backlog's indexes in order and stops at the claim's
-// size, on an empty table as at 50,000 queued (test/claim-cost.test.ts).
+// size, on an empty table as at 50,000 queued (test/queue-cost.test.ts).
 // The other choices had a cost: the generic plans PostgreSQL would switch to
 // after 5 executions, planned for whatever the statistics said then (a never
 // analyzed, nearly empty `runs`), read every queued run to take 7; custom

@@ -1,8 +1,8 @@
 import type postgres from "postgres";
 import { fairPick, pickAsync, WORKER_LOST_ERROR, type QueuedCandidate, type RunningCount } from "../../claim.js";
-import type { RunRow } from "../../rows.js";
+import type { ClaimedRun } from "../../store.js";
 import type { Sql } from "../open.js";
-import { toRow, type PgRun } from "./run-row.js";
+import { toClaimed, type PgClaimed } from "./run-row.js";
 import { statement } from "./statement.js";
 
 type Tx = postgres.TransactionSql;
@@ -76,6 +76,14 @@ const TAKEN = `
     returning runs.*
   )`;
 
+// The runs `taken` as one JSON array, each with its claim context
+// (ClaimContext): the agent's update time and the event, each by primary key.
+const TAKEN_JSON = `
+  select coalesce(json_agg(to_jsonb(t) || jsonb_build_object('agent_update_time', a.update_time, 'event',
+    case when e.id is null then null else jsonb_build_object('id', e.id, 'event_type', e.event_type, 'payload', e.payload,
+      'source_id', e.source_id, 'receive_time', e.receive_time) end)), '[]')
+  from taken t left join agents a on a.id = t.agent_id left join events e on e.id = t.event_id`;
+
 // The tenants with queued runs, one index seek each (a loose index scan over
 // runs_queued (tenant_id, id where queued)).
 const TENANTS = `
@@ -147,7 +155,7 @@ const CLAIM = statement<Bound>(`
   go as (select not exists (select from best where capped) as ok, set_config('synchronous_commit', 'off', true) as async),
   pick as (select best.id, best.ord from best, go where go.ok),
   ${TAKEN}
-  select go.ok, (select coalesce(json_agg(taken), '[]') from taken) as runs, (select count(*) from exhausted) as exhausted from go`);
+  select go.ok, (${TAKEN_JSON}) as runs, (select count(*) from exhausted) as exhausted from go`);
 
 // The long way, when capped agents with room are among the best runs: one
 // transaction in which ../../claim.ts picks from the candidates and counts,
@@ -173,9 +181,9 @@ const ROOMS = `
 const TAKE = statement<Bound>(`
   with pick as (select id, ord from unnest(:picked::text[]) with ordinality as p(id, ord)),
   ${TAKEN}
-  select * from taken`);
+  select (${TAKEN_JSON}) as runs`);
 
-async function claimLocked(tx: Tx, b: Bound): Promise<RunRow[]> {
+async function claimLocked(tx: Tx, b: Bound): Promise<ClaimedRun[]> {
   await tx`set local synchronous_commit = off`;
   const [, expired, running] = await Promise.all([
     tx.unsafe(EXHAUSTED.text, EXHAUSTED.params(b), { prepare: true }),
@@ -190,7 +198,8 @@ async function claimLocked(tx: Tx, b: Bound): Promise<RunRow[]> {
   }
   const ids = [...expired.map((r) => r.id), ...picked.map((c) => c.id)];
   if (!ids.length) return [];
-  return (await tx.unsafe<PgRun[]>(TAKE.text, TAKE.params({ ...b, picked: ids }), { prepare: true })).map(toRow);
+  const [taken] = await tx.unsafe<{ runs: PgClaimed[] }[]>(TAKE.text, TAKE.params({ ...b, picked: ids }), { prepare: true });
+  return taken!.runs.map(toClaimed);
 }
 
 // Keeps of the picked runs of capped agents only what each agent has room
@@ -212,9 +221,9 @@ async function withinCaps(tx: Tx, picked: QueuedCandidate[]): Promise<QueuedCand
 }
 
 // Leases up to `limit` runs: the RunQueue contract's claim.
-export async function claimRuns(sql: Sql, p: ClaimParams): Promise<RunRow[]> {
+export async function claimRuns(sql: Sql, p: ClaimParams): Promise<ClaimedRun[]> {
   const b = bind(p);
-  const [answer] = await sql.unsafe<{ ok: boolean; runs: PgRun[] }[]>(CLAIM.text, CLAIM.params(b), { prepare: true });
-  if (answer!.ok) return answer!.runs.map(toRow);
+  const [answer] = await sql.unsafe<{ ok: boolean; runs: PgClaimed[] }[]>(CLAIM.text, CLAIM.params(b), { prepare: true });
+  if (answer!.ok) return answer!.runs.map(toClaimed);
   return sql.begin((tx) => claimLocked(tx, b));
 }

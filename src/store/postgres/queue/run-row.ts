@@ -1,4 +1,5 @@
 import type { RunRow } from "../../rows.js";
+import type { ClaimedRun } from "../../store.js";
 
 // A run as PostgreSQL returns it (columns by name).
 export interface PgRun {
@@ -41,4 +42,19 @@ export const toRow = (r: PgRun): RunRow => ({
   traceParent: r.trace_parent,
   createTime: r.create_time,
   updateTime: r.update_time,
+});
+
+// A run a claim took, as TAKEN_JSON returns it: its columns, its agent's
+// update time and its event's fields (ClaimContext).
+export interface PgClaimed extends PgRun {
+  agent_update_time: number | null;
+  event: { id: string; event_type: string; payload: Record<string, unknown>; source_id: string; receive_time: number } | null;
+}
+
+export const toClaimed = (r: PgClaimed): ClaimedRun => ({
+  ...toRow(r),
+  context: {
+    agentUpdateTime: r.agent_update_time,
+    event: r.event && { id: r.event.id, eventType: r.event.event_type, payload: r.event.payload, sourceId: r.event.source_id, receiveTime: r.event.receive_time },
+  },
 });

@@ -1,0 +1,56 @@
+// Upgrading an existing PostgreSQL database: the migration that counts
+// queued runs (0012) must count those queued before it, and its triggers
+// keep counting after.
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { migrate } from "drizzle-orm/postgres-js/migrator";
+import { migratePostgres, openPostgres, type OpenedPostgres } from "../src/store/postgres/open.js";
+import { queuedCount } from "../src/store/postgres/runs.js";
+import { createTestDatabase, type TestDatabase } from "./support/postgres.js";
+
+const MIGRATIONS = join(process.cwd(), "src/store/postgres/migrations");
+
+// A migrations folder that stops before `tag`.
+function migrationsBefore(dir: string, tag: string): string {
+  const folder = join(dir, "migrations");
+  cpSync(MIGRATIONS, folder, { recursive: true });
+  const journalPath = join(folder, "meta/_journal.json");
+  const journal = JSON.parse(readFileSync(journalPath, "utf8")) as { entries: { tag: string }[] };
+  journal.entries = journal.entries.slice(0, journal.entries.findIndex((e) => e.tag.startsWith(tag)));
+  writeFileSync(journalPath, JSON.stringify(journal));
+  return folder;
+}
+
+describe("PostgreSQL migrations", () => {
+  let dir: string;
+  let database: TestDatabase;
+  let opened: OpenedPostgres;
+  beforeEach(async () => {
+    dir = mkdtempSync(join(tmpdir(), "agentplane-migrate-pg-"));
+    database = await createTestDatabase();
+    opened = openPostgres({ url: database.url, poolSize: 2 });
+  });
+  afterEach(async () => {
+    await opened.sql.end({ timeout: 5 });
+    await database.drop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("counts the runs queued before the counts existed (0012), then keeps counting", async () => {
+    const { sql } = opened;
+    await migrate(opened.db, { migrationsFolder: migrationsBefore(dir, "0012") });
+    const t = Date.now();
+    await sql`insert into tenants (id, slug, create_time, update_time) values ('ten_1', 'ten_1', ${t}, ${t}), ('ten_2', 'ten_2', ${t}, ${t})`;
+    await sql`
+      insert into runs (id, tenant_id, agent_id, status, attempt, steps, error, create_time, update_time)
+      select id, tenant, 'agt_1', status, 0, '[]', '', ${t}, ${t}
+      from (values ('run_1', 'ten_1', 'queued'), ('run_2', 'ten_1', 'queued'), ('run_3', 'ten_1', 'succeeded'), ('run_4', 'ten_2', 'queued'))
+        as r(id, tenant, status)`;
+
+    await migratePostgres(opened);
+    expect([await queuedCount(sql, "ten_1"), await queuedCount(sql, "ten_2"), await queuedCount(sql, "ten_3")]).toEqual([2, 1, 0]);
+    await sql`update runs set status = 'cancelled' where id = 'run_1'`;
+    expect(await queuedCount(sql, "ten_1")).toBe(1);
+  });
+});
