@@ -1,5 +1,5 @@
 import type { CallTries } from "../lib/call-tries.js";
-import type { RunRow, RunStepRecord } from "../store/rows.js";
+import type { RunStepRecord } from "../store/rows.js";
 import type { RecordedOutcome } from "./durable-steps.js";
 import type { ClaimedRun } from "../store/store.js";
 
