@@ -3,10 +3,9 @@ import { StoreUnavailableError } from "../errors.js";
 import type { EventInsert, TriggerRow, WebhookSourceRow } from "../rows.js";
 import { within } from "./deadline.js";
 import { pg, toStoreError } from "./errors.js";
-import { lockTenantScopes } from "./locks.js";
 import type { Sql } from "./open.js";
 import { tableReader } from "./repos.js";
-import { insertRunRecords, queuedOf, queueRuns, runRecord } from "./runs.js";
+import { holdCounts, holdQueuedCounts, insertRunRecords, queueRuns, runRecord } from "./runs.js";
 import * as schema from "./schema.js";
 import type { GroupCommitOptions } from "../group-commit.js";
 import { batchedIngest, OVER_QUOTA, settle, settleEach, type ItemOutcome, type Outcome, type PendingIngest, type Tally } from "../ingest-batch.js";
@@ -48,18 +47,19 @@ const INSERT_ALL = `
   select ev.id from ev`;
 
 // INSERT_ALL for a batch whose runs count against their tenants' caps ($3:
-// each capped tenant, the runs the batch adds for it, its cap), done only if
-// every tenant's queued runs plus the batch's fit, so that the common case
-// is one statement after the lock: it returns the ids inserted (`id`), then
-// each tenant's queued count before the batch (`tenant_id`, `n`), from which
-// the caller admits item by item when the batch did not fit. The counts are
-// queued_run_counts' (queuedOf): one row read per tenant, whatever its backlog.
+// each capped tenant, the runs the batch adds for it, its cap; $4: every
+// tenant the batch queues runs for), done only if every capped tenant's
+// queued runs plus the batch's fit. One statement and no transaction: it
+// holds the tenants' counts first (holdCounts, in ./runs.ts: the lock every
+// writer of queued runs takes, and an exact `in` whatever its snapshot),
+// then inserts. It returns the ids inserted (`id`), then each capped
+// tenant's queued count before the batch (`tenant_id`, `n`). Every tenant
+// with runs is held, not only the capped ones, so that the runs trigger's
+// upserts, after the statement, lock no row out of tenant order.
 const INSERT_ALL_WITHIN_CAPS = `
   with caps as (select * from json_to_recordset($3::json) as c(tenant_id text, adding int, cap int)),
-  counts as (
-    select c.tenant_id, c.adding, c.cap,
-      ${queuedOf("c.tenant_id")} as n
-    from caps c),
+  ${holdCounts("$4")},
+  counts as (select c.tenant_id, c.adding, c.cap, k.n from caps c join counted k on k.tenant_id = c.tenant_id),
   fits as (select coalesce(bool_and(n + adding <= cap), true) as ok from counts),
   ev as (${insertEvents("(select ok from fits)")}),
   queued as (${insertRunRecords("$2", "r.event_id in (select id from ev)")} returning 1)
@@ -119,16 +119,12 @@ async function ingestBatch(tx: TransactionSql, batch: PendingIngest[]): Promise<
 }
 
 const capped = ({ write: { item } }: PendingIngest) => item.runs.length > 0 && (item.maxQueuedRuns ?? Infinity) !== Infinity;
-const cappedTenants = (batch: PendingIngest[]) => [...new Set(batch.filter(capped).map((p) => p.write.item.event.tenantId))].sort();
+// Every tenant the batch queues runs for, in order.
+const queueingTenants = (batch: PendingIngest[]) => [...new Set(batch.filter((p) => p.write.item.runs.length).map((p) => p.write.item.event.tenantId))].sort();
 
-// The batch's capped items in one statement if they all fit their tenants'
-// caps, else item by item (reserve) with the counts that statement read.
-// The lock (the one RunAgent and schedule slots take too) and the statement
-// are sent together, without waiting for the lock's answer: PostgreSQL runs
-// them in order, so the statement's snapshot, taken once the lock is held,
-// sees every run committed by whoever held it before (read committed), and
-// the lock is held one round trip less.
-async function insertWithinCaps(tx: TransactionSql, batch: PendingIngest[]): Promise<Outcome[]> {
+// Each capped tenant of the batch: the runs the batch adds for it, and its
+// cap (the least its items name).
+function capsOf(batch: PendingIngest[]): Map<string, { adding: number; cap: number }> {
   const adding = new Map<string, { adding: number; cap: number }>();
   for (const { write: { item } } of batch.filter(capped)) {
     const t = adding.get(item.event.tenantId) ?? { adding: 0, cap: item.maxQueuedRuns! };
@@ -136,40 +132,21 @@ async function insertWithinCaps(tx: TransactionSql, batch: PendingIngest[]): Pro
     t.cap = Math.min(t.cap, item.maxQueuedRuns!);
     adding.set(item.event.tenantId, t);
   }
-  const caps = JSON.stringify([...adding].map(([tenant_id, t]) => ({ tenant_id, adding: t.adding, cap: t.cap })));
-  const events = JSON.stringify(batch.map((p) => eventRecord(p.write.item.event)));
-  const runs = JSON.stringify(batch.flatMap((p) => p.write.item.runs.map(runRecord)));
-  const [, rows] = await Promise.all([
-    lockTenantScopes(tx, "queued_runs", [...adding.keys()].sort()),
-    tx.unsafe<{ id: string | null; tenant_id: string | null; n: number | null }[]>(INSERT_ALL_WITHIN_CAPS, [events, runs, caps], { prepare: true }),
-  ]);
-  const inserted = new Set(rows.filter((r) => r.id !== null).map((r) => r.id!));
-  const tally: Tally = new Map(rows.filter((r) => r.tenant_id !== null).map((r) => [r.tenant_id!, r.n!]));
-  // Whether the statement inserted: it did unless some tenant did not fit.
-  const fit = [...adding].every(([tenantId, t]) => (tally.get(tenantId) ?? 0) + t.adding <= t.cap);
-  const admitted = batch.filter((p) => reserve(p, tally));
-  if (fit && admitted.length !== batch.length) throw new Error("ingest: an item was refused by a cap its batch fitted");
-  const results = new Map<PendingIngest, IngestResult>();
-  const settled = fit ? await settleConflicts(tx, admitted, inserted) : admitted.length ? await insertAll(tx, admitted) : [];
-  for (const [i, r] of settled.entries()) results.set(admitted[i]!, r);
-  return batch.map((p): Outcome => results.get(p) ?? OVER_QUOTA);
+  return adding;
 }
 
-const COUNT_QUEUED = `select t as "tenantId", ${queuedOf("t")} as n from unnest($1::text[]) t`;
-
-// Takes the queued-runs lock of every tenant whose runs the batch caps (the
-// lock RunAgent and schedule slots take too), then counts their queued runs:
-// the count is a statement after the lock, so (read committed) it sees every
-// run committed by whoever held the lock before. Every replica then counts
-// and inserts a tenant's runs one transaction at a time.
-async function lockAndCount(tx: TransactionSql, batch: PendingIngest[]): Promise<Tally> {
-  const tenants = cappedTenants(batch);
-  const tally: Tally = new Map(tenants.map((t) => [t, 0]));
-  if (!tenants.length) return tally;
-  await lockTenantScopes(tx, "queued_runs", tenants);
-  for (const row of await tx.unsafe<{ tenantId: string; n: number }[]>(COUNT_QUEUED, [tenants], { prepare: true }))
-    tally.set(row.tenantId, row.n);
-  return tally;
+// The items of a batch one by one within their tenants' caps, in the
+// caller's transaction, holding the counts of every tenant they queue runs
+// for: the items that fit are inserted or settled as duplicates
+// (ingestBatch), the others are over quota. For a batch that did not fit,
+// and for the items of a fitting one that met a stored key (a key released
+// by its window inserts again, so it is counted again).
+async function admitWithinCaps(tx: TransactionSql, batch: PendingIngest[]): Promise<Outcome[]> {
+  const tally: Tally = await holdQueuedCounts(tx, queueingTenants(batch));
+  const admitted = batch.filter((p) => reserve(p, tally));
+  const results = new Map<PendingIngest, IngestResult>();
+  if (admitted.length) for (const [i, r] of (await ingestBatch(tx, admitted)).entries()) results.set(admitted[i]!, r);
+  return batch.map((p): Outcome => results.get(p) ?? OVER_QUOTA);
 }
 
 // Whether the item's runs fit its tenant's cap; if so they are counted. An
@@ -181,24 +158,6 @@ function reserve({ write: { item } }: PendingIngest, tally: Tally): boolean {
   if (queued + item.runs.length > (item.maxQueuedRuns ?? Infinity)) return false;
   tally.set(item.event.tenantId, queued + item.runs.length);
   return true;
-}
-
-// INSERT_ALL inside the caller's transaction, then the items that met a
-// stored key (ingestBatch); results in the batch's order.
-async function insertAll(tx: TransactionSql, batch: PendingIngest[]): Promise<IngestResult[]> {
-  const events = JSON.stringify(batch.map((p) => eventRecord(p.write.item.event)));
-  const runs = JSON.stringify(batch.flatMap((p) => p.write.item.runs.map(runRecord)));
-  const inserted = new Set((await tx.unsafe<{ id: string }[]>(INSERT_ALL, [events, runs], { prepare: true })).map((r) => r.id));
-  return settleConflicts(tx, batch, inserted);
-}
-
-// After INSERT_ALL (or its capped form) inserted `inserted`: the items that
-// met a stored key (ingestBatch); results in the batch's order.
-async function settleConflicts(tx: TransactionSql, batch: PendingIngest[], inserted: Set<string>): Promise<IngestResult[]> {
-  const conflicted = batch.filter((p) => !inserted.has(p.write.item.event.id));
-  const settled = new Map<PendingIngest, IngestResult>();
-  if (conflicted.length) for (const [i, r] of (await ingestBatch(tx, conflicted)).entries()) settled.set(conflicted[i]!, r);
-  return batch.map((p) => settled.get(p) ?? { duplicate: false, eventId: p.write.item.event.id });
 }
 
 const compare = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
@@ -224,11 +183,11 @@ export function createPgWebhookStore(sql: Sql, options: GroupCommitOptions, time
     where t.tenant_id = $1 and t.kind = 'webhook' and (t.source_id = $2 or t.source_id is null) and t.enabled and a.enabled`;
   type Candidate = Omit<TriggerRow, "tenantId" | "enabled" | "kind" | "filterError" | "filterErrorTime">;
 
-  // The common case: the whole batch in one statement (INSERT_ALL), then
-  // the items that met a stored key in one transaction. A batch with capped
-  // runs is one transaction: the tenants' locks with one statement that
-  // counts and inserts if all fit (insertWithinCaps), else the items within
-  // their caps, then those that met a stored key. An item error (a constraint,
+  // The common case: the whole batch in one statement and no transaction
+  // (INSERT_ALL; with capped runs INSERT_ALL_WITHIN_CAPS, which inserts only
+  // if all fit). Then, in one transaction each (admitWithinCaps), a batch
+  // that did not fit item by item within its caps, or the items that met a
+  // stored key. An item error (a constraint,
   // bad data) rolls its statement back and the batch is committed again item
   // by item, each in a savepoint, so one bad item fails alone. An
   // unavailable database fails what is left of the batch (batchedIngest).
@@ -238,26 +197,38 @@ export function createPgWebhookStore(sql: Sql, options: GroupCommitOptions, time
     // holding one the other needs (a deadlock).
     batch.sort(byKey);
     try {
-      if (batch.some(capped)) {
-        const outcomes = await sql.begin((tx) => insertWithinCaps(tx, batch));
+      const events = JSON.stringify(batch.map((p) => eventRecord(p.write.item.event)));
+      const runs = JSON.stringify(batch.flatMap((p) => p.write.item.runs.map(runRecord)));
+      const caps = capsOf(batch);
+      const capsRecords = JSON.stringify([...caps].map(([tenant_id, t]) => ({ tenant_id, adding: t.adding, cap: t.cap })));
+      const rows = await within(
+        sql.unsafe<{ id: string | null; tenant_id?: string | null; n?: number | null }[]>(
+          caps.size ? INSERT_ALL_WITHIN_CAPS : INSERT_ALL,
+          caps.size ? [events, runs, capsRecords, queueingTenants(batch)] : [events, runs],
+          { prepare: true },
+        ),
+        timeoutMs,
+      );
+      const queued = new Map(rows.filter((r) => r.tenant_id != null).map((r) => [r.tenant_id!, r.n!]));
+      const fit = [...caps].every(([tenantId, t]) => (queued.get(tenantId) ?? 0) + t.adding <= t.cap);
+      if (!fit) {
+        const outcomes = await sql.begin((tx) => admitWithinCaps(tx, batch));
         batch.forEach((p, i) => settle(p, outcomes[i]!));
         return;
       }
-      const events = JSON.stringify(batch.map((p) => eventRecord(p.write.item.event)));
-      const runs = JSON.stringify(batch.flatMap((p) => p.write.item.runs.map(runRecord)));
-      const inserted = new Set((await within(sql.unsafe<{ id: string }[]>(INSERT_ALL, [events, runs], { prepare: true }), timeoutMs)).map((r) => r.id));
+      const inserted = new Set(rows.filter((r) => r.id !== null).map((r) => r.id!));
       const conflicted = batch.filter((p) => !inserted.has(p.write.item.event.id));
       for (const p of batch) if (inserted.has(p.write.item.event.id)) p.resolve({ duplicate: false, eventId: p.write.item.event.id });
       if (!conflicted.length) return;
       batch = conflicted;
-      const results = await sql.begin((tx) => ingestBatch(tx, batch));
-      batch.forEach((p, i) => p.resolve(results[i]!));
+      const outcomes = await sql.begin((tx) => admitWithinCaps(tx, batch));
+      batch.forEach((p, i) => settle(p, outcomes[i]!));
       return;
     } catch (err) {
       if (isUnavailable(err)) throw err;
     }
     const outcomes = await sql.begin(async (tx) => {
-      const tally = await lockAndCount(tx, batch);
+      const tally = await holdQueuedCounts(tx, queueingTenants(batch));
       const each: ItemOutcome[] = [];
       for (const p of batch) {
         // The item's runs count only once its savepoint is released.

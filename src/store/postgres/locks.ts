@@ -12,11 +12,3 @@ export async function lockTenantScope(tx: DbTransaction | TransactionSql, scope:
   if (typeof tx === "function") await tx`select pg_advisory_xact_lock(hashtext(${scope}), hashtext(${tenantId}))`;
   else await tx.execute(sqlTag`select pg_advisory_xact_lock(hashtext(${scope}), hashtext(${tenantId}))`);
 }
-
-// The same lock for several tenants in one round trip, taken in the order
-// given: callers sort, so two transactions never each hold one the other
-// waits for. A tenant listed twice (or two sharing a hash) is harmless: a
-// transaction may take a lock it holds.
-export async function lockTenantScopes(tx: TransactionSql, scope: string, tenantIds: string[]): Promise<void> {
-  await tx`select pg_advisory_xact_lock(hashtext(${scope}), hashtext(t)) from unnest(${tenantIds}::text[]) as t`;
-}

@@ -49,6 +49,35 @@ export const queuedOf = (tenant: string) =>
 
 const QUEUED_COUNT = `select ${queuedOf("$1")} as n`;
 
+// CTEs `held` and `counted`: holds the `in` rows of the tenants in the text
+// array `tenants` (created if missing), in tenant order, and counts each
+// tenant's queued runs. Holding them is the lock every writer of a tenant's
+// queued runs takes before it checks the tenant's cap (ingestion, RunAgent,
+// schedule slots), on every replica, and the runs trigger's own upsert of
+// them comes later in the same transaction. An upsert that meets an existing
+// row takes its latest version, whatever the statement's snapshot (read
+// committed), so `in` is exact; `out` is the snapshot's, which a claim
+// committing meanwhile can only leave smaller: a count errs towards
+// refusing, never past the cap.
+export const holdCounts = (tenants: string) => `
+  held as (
+    insert into queued_run_counts (tenant_id, side, n) select distinct t, 'in', 0 from unnest(${tenants}::text[]) t order by 1
+    on conflict (tenant_id, side) do update set n = queued_run_counts.n
+    returning tenant_id, n),
+  counted as (
+    select h.tenant_id, (h.n - coalesce((select o.n from queued_run_counts o where o.tenant_id = h.tenant_id and o.side = 'out'), 0))::int as n
+    from held h)`;
+
+const HOLD_COUNTS = `with ${holdCounts("$1")} select tenant_id as "tenantId", n from counted`;
+
+// Holds the counts of these tenants (holdCounts) until the transaction ends;
+// each one's queued runs.
+export async function holdQueuedCounts(tx: TransactionSql, tenantIds: string[]): Promise<Map<string, number>> {
+  if (!tenantIds.length) return new Map();
+  const rows = await tx.unsafe<{ tenantId: string; n: number }[]>(HOLD_COUNTS, [tenantIds], { prepare: true });
+  return new Map(rows.map((r) => [r.tenantId, r.n]));
+}
+
 export async function queuedCount(tx: Sql | TransactionSql, tenantId: string): Promise<number> {
   const [row] = await tx.unsafe<[{ n: number }]>(QUEUED_COUNT, [tenantId], { prepare: true });
   return row.n;

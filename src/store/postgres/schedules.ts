@@ -1,9 +1,8 @@
 import type { RunInsert, TriggerRow } from "../rows.js";
 import { pg } from "./errors.js";
-import { lockTenantScope } from "./locks.js";
 import type { Sql } from "./open.js";
 import { tableReader } from "./repos.js";
-import { queueRuns, queuedCount } from "./runs.js";
+import { holdQueuedCounts, queueRuns } from "./runs.js";
 import * as schema from "./schema.js";
 import type { ScheduleStore } from "../store.js";
 
@@ -19,7 +18,7 @@ export function createPgScheduleStore(sql: Sql): ScheduleStore {
         return row.t ?? undefined;
       }),
     // The slot's primary key decides which replica fires it: the insert that
-    // stored nothing lost. The quota count holds the tenant's queued-runs lock.
+    // stored nothing lost. The quota is counted holding the tenant's count.
     fireSlot: (triggerId, slotTime, run: RunInsert, maxQueued = Infinity) =>
       pg(() =>
         sql.begin(async (tx) => {
@@ -27,9 +26,9 @@ export function createPgScheduleStore(sql: Sql): ScheduleStore {
             on conflict do nothing returning 1`;
           if (!taken.length) return "taken" as const;
           if (maxQueued !== Infinity) {
-            await lockTenantScope(tx, "queued_runs", run.tenantId);
+            const counts = await holdQueuedCounts(tx, [run.tenantId]);
             // A skipped slot is recorded with an empty run id, so it is not fired later.
-            if ((await queuedCount(tx, run.tenantId)) >= maxQueued) {
+            if (counts.get(run.tenantId)! >= maxQueued) {
               await tx`update schedule_slots set run_id = '' where trigger_id = ${triggerId} and slot_time = ${slotTime}`;
               return "over_quota" as const;
             }
