@@ -12,9 +12,14 @@ import type { Sql } from "./open.js";
 // (measured with table triggers: small concurrent run updates fell from ~900
 // to ~250 per second; an ingest's wake-up held it through its group commit).
 // Instead one statement of its own carries what was gathered while the
-// previous one ran: one round trip at a time, whatever the write rate.
+// previous one ran and for GAP_MS after it: at most one round trip per
+// GAP_MS, whatever the write rate (back to back, they were a third of the
+// HTTP thread's statements under load, one per ingest batch). Nothing
+// waits on them in this process: its own workers are woken directly.
 // Best effort: a notification lost (error, crash between commit and send)
 // only waits for the streams' poll or the workers' idle poll.
+const GAP_MS = 20;
+
 export class ChangeNotifier implements SignalSink {
   readonly #sql: Sql;
   readonly #hub: SignalHub;
@@ -82,6 +87,7 @@ export class ChangeNotifier implements SignalSink {
           select pg_notify(${CHANNELS.runCancelled}, t) from unnest(${cancelled}::text[]) t
           union all
           select pg_notify(${CHANNELS.runsQueued}, '') where ${queued}`.catch(() => {});
+        await new Promise((resolve) => setTimeout(resolve, GAP_MS));
       }
       this.#sending = undefined;
     })();
