@@ -72,4 +72,22 @@ describe("fair turns", () => {
     await Promise.all([first, second]);
     expect(events).toEqual(["1 starts", "1 ends", "2 starts"]);
   });
+
+  it("grants waiting turns one after another within an event-loop iteration, for up to its budget", async () => {
+    // Turns for a, b, c, then a mark of the next iteration (its immediate is
+    // queued after the one that starts granting): the order they happen in.
+    async function order(turns: FairTurns): Promise<string[]> {
+      const events: string[] = [];
+      const granted = ["a", "b", "c"].map((key) => turns.turn(key, 1).then(() => void events.push(key)));
+      setImmediate(() => events.push("next iteration"));
+      await Promise.all(granted);
+      await new Promise((resolve) => setImmediate(resolve));
+      return events;
+    }
+    // A clock that does not move: the budget never runs out.
+    expect(await order(new FairTurns(() => 0))).toEqual(["a", "b", "c", "next iteration"]);
+    // A clock past the budget at every look: one turn per iteration.
+    let clock = 0;
+    expect(await order(new FairTurns(() => (clock += 5)))).toEqual(["a", "next iteration", "b", "c"]);
+  });
 });
