@@ -43,22 +43,24 @@ const toolMessage = (outcome: { result?: unknown; error: string }) => (outcome.e
 // whose outcome an earlier attempt recorded is resumed instead (durable
 // steps, ./durable-steps.ts).
 export function createAgentExecutor({ store, secrets, tools, models, log, sandbox, stepBudgetMs, observer = NO_OBSERVER }: AgentExecutorOptions): Executor {
-  // Agents read for earlier runs. One is used only while the claim says it
+  // Agents read for earlier runs (the reads, so that the runs of one claim
+  // starting together share one). One is used only while the claim says it
   // is current (its update time), so an edited agent is read again at once,
   // and no change signal is waited for.
-  const agents = new Map<string, AgentRow>();
+  const agents = new Map<string, Promise<AgentRow | undefined>>();
 
   async function agentOf(run: ClaimedRun): Promise<AgentRow | undefined> {
+    if (!run.context) return store.agents.get(run.tenantId, run.agentId);
     const key = `${run.tenantId} ${run.agentId}`;
-    const held = agents.get(key);
-    if (held && run.context && held.updateTime === run.context.agentUpdateTime) return held;
-    const agent = await store.agents.get(run.tenantId, run.agentId);
+    const holding = agents.get(key);
+    // No wait before the read when nothing is held: runs starting together share it.
+    const held = holding && (await holding.catch(() => undefined));
+    if (held && held.updateTime === run.context.agentUpdateTime) return held;
+    const reading = store.agents.get(run.tenantId, run.agentId);
     agents.delete(key);
-    if (agent && run.context) {
-      if (agents.size >= MAX_AGENTS_HELD) agents.delete(agents.keys().next().value!);
-      agents.set(key, agent);
-    }
-    return agent;
+    if (agents.size >= MAX_AGENTS_HELD) agents.delete(agents.keys().next().value!);
+    agents.set(key, reading);
+    return reading;
   }
 
   async function context(run: ClaimedRun) {
