@@ -1,6 +1,6 @@
 // Upgrading an existing PostgreSQL database: the migration that counts
 // queued runs (0012) must count those queued before it, and its triggers
-// keep counting after.
+// keep counting after, a TRUNCATE included.
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -52,5 +52,8 @@ describe("PostgreSQL migrations", () => {
     expect([await queuedCount(sql, "ten_1"), await queuedCount(sql, "ten_2"), await queuedCount(sql, "ten_3")]).toEqual([2, 1, 0]);
     await sql`update runs set status = 'cancelled' where id = 'run_1'`;
     expect(await queuedCount(sql, "ten_1")).toBe(1);
+    // By hand, past every row trigger: the counts go with the runs.
+    await sql`truncate runs`;
+    expect([await queuedCount(sql, "ten_1"), await queuedCount(sql, "ten_2")]).toEqual([0, 0]);
   });
 });

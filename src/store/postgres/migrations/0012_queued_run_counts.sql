@@ -51,6 +51,17 @@ CREATE TRIGGER runs_queued_updated AFTER UPDATE ON runs REFERENCING OLD TABLE AS
 CREATE TRIGGER runs_queued_deleted AFTER DELETE ON runs REFERENCING OLD TABLE AS old_runs
   FOR EACH STATEMENT EXECUTE FUNCTION agentplane_runs_queued_deleted();
 --> statement-breakpoint
+-- TRUNCATE (an operator's, by hand) fires no row or delete trigger: the
+-- counts go with the runs.
+CREATE FUNCTION agentplane_runs_truncated() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM queued_run_counts;
+  RETURN NULL;
+END
+$$;
+--> statement-breakpoint
+CREATE TRIGGER runs_truncated AFTER TRUNCATE ON runs FOR EACH STATEMENT EXECUTE FUNCTION agentplane_runs_truncated();
+--> statement-breakpoint
 -- The runs queued before the triggers. Creating a trigger locks runs against
 -- writes until the migration commits, so none is counted twice or missed.
 INSERT INTO queued_run_counts (tenant_id, side, n)
