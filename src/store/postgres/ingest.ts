@@ -52,9 +52,9 @@ const INSERT_ALL = `
 // queued runs plus the batch's fit. One statement and no transaction: it
 // holds the tenants' counts first (holdCounts, in ./runs.ts: the lock every
 // writer of queued runs takes, and an exact `in` whatever its snapshot),
-// then inserts. It returns the ids inserted (`id`), then each capped
-// tenant's queued count before the batch (`tenant_id`, `n`). Every tenant
-// with runs is held, not only the capped ones, so that the runs trigger's
+// then inserts. It returns the ids inserted, none when a capped tenant did
+// not fit (the caller then admits item by item). Every tenant with runs is
+// held, not only the capped ones, so that the runs trigger's
 // upserts, after the statement, lock no row out of tenant order.
 const INSERT_ALL_WITHIN_CAPS = `
   with caps as (select * from json_to_recordset($3::json) as c(tenant_id text, adding int, cap int)),
@@ -63,8 +63,7 @@ const INSERT_ALL_WITHIN_CAPS = `
   fits as (select coalesce(bool_and(n + adding <= cap), true) as ok from counts),
   ev as (${insertEvents("(select ok from fits)")}),
   queued as (${insertRunRecords("$2", "r.event_id in (select id from ev)")} returning 1)
-  select ev.id, null::text as tenant_id, null::int as n from ev
-  union all select null, tenant_id, n from counts`;
+  select ev.id from ev`;
 
 // Inserts the events of a batch; the unique index on (source, key) decides
 // duplicates, so concurrent posts of one key, on any replica, store one
@@ -202,25 +201,19 @@ export function createPgWebhookStore(sql: Sql, options: GroupCommitOptions, time
       const caps = capsOf(batch);
       const capsRecords = JSON.stringify([...caps].map(([tenant_id, t]) => ({ tenant_id, adding: t.adding, cap: t.cap })));
       const rows = await within(
-        sql.unsafe<{ id: string | null; tenant_id?: string | null; n?: number | null }[]>(
+        sql.unsafe<{ id: string }[]>(
           caps.size ? INSERT_ALL_WITHIN_CAPS : INSERT_ALL,
           caps.size ? [events, runs, capsRecords, queueingTenants(batch)] : [events, runs],
           { prepare: true },
         ),
         timeoutMs,
       );
-      const queued = new Map(rows.filter((r) => r.tenant_id != null).map((r) => [r.tenant_id!, r.n!]));
-      const fit = [...caps].every(([tenantId, t]) => (queued.get(tenantId) ?? 0) + t.adding <= t.cap);
-      if (!fit) {
-        const outcomes = await sql.begin((tx) => admitWithinCaps(tx, batch));
-        batch.forEach((p, i) => settle(p, outcomes[i]!));
-        return;
-      }
-      const inserted = new Set(rows.filter((r) => r.id !== null).map((r) => r.id!));
-      const conflicted = batch.filter((p) => !inserted.has(p.write.item.event.id));
+      // None when a capped tenant did not fit.
+      const inserted = new Set(rows.map((r) => r.id));
       for (const p of batch) if (inserted.has(p.write.item.event.id)) p.resolve({ duplicate: false, eventId: p.write.item.event.id });
-      if (!conflicted.length) return;
-      batch = conflicted;
+      // What is left (a failure below sends it item by item).
+      batch = batch.filter((p) => !inserted.has(p.write.item.event.id));
+      if (!batch.length) return;
       const outcomes = await sql.begin((tx) => admitWithinCaps(tx, batch));
       batch.forEach((p, i) => settle(p, outcomes[i]!));
       return;
