@@ -4,6 +4,7 @@ import { ModelError, type ChatModel } from "../integrations/model/chat-model.js"
 import type { SecretBox } from "../lib/secret-box.js";
 import { agentSecretContext } from "../service/agents.js";
 import { expressionErrorKind } from "../service/error-kinds.js";
+import { LookupCache } from "../service/lookup-cache.js";
 import type { AgentRow, SkillRow } from "../store/rows.js";
 import type { ClaimedRun, Store } from "../store/store.js";
 import { StoreUnavailableError } from "../store/errors.js";
@@ -43,24 +44,25 @@ const toolMessage = (outcome: { result?: unknown; error: string }) => (outcome.e
 // whose outcome an earlier attempt recorded is resumed instead (durable
 // steps, ./durable-steps.ts).
 export function createAgentExecutor({ store, secrets, tools, models, log, sandbox, stepBudgetMs, observer = NO_OBSERVER }: AgentExecutorOptions): Executor {
-  // Agents read for earlier runs (the reads, so that the runs of one claim
-  // starting together share one). One is used only while the claim says it
-  // is current (its update time), so an edited agent is read again at once,
-  // and no change signal is waited for.
-  const agents = new Map<string, Promise<AgentRow | undefined>>();
+  // Agents read for earlier runs (runs starting together share one read).
+  // One is used only while the claim says it is current (its update time),
+  // so an edited agent is read again at once, and no change signal is
+  // waited for.
+  const agents = new LookupCache<AgentRow>({ maxEntries: MAX_AGENTS_HELD, maxWeight: MAX_AGENTS_HELD });
 
   async function agentOf(run: ClaimedRun): Promise<AgentRow | undefined> {
-    if (!run.context) return store.agents.get(run.tenantId, run.agentId);
+    const read = () => store.agents.get(run.tenantId, run.agentId);
+    if (!run.context) return read();
+    const current = (agent: AgentRow | undefined) => agent?.updateTime === run.context!.agentUpdateTime;
     const key = `${run.tenantId} ${run.agentId}`;
-    const holding = agents.get(key);
-    // No wait before the read when nothing is held: runs starting together share it.
-    const held = holding && (await holding.catch(() => undefined));
-    if (held && held.updateTime === run.context.agentUpdateTime) return held;
-    const reading = store.agents.get(run.tenantId, run.agentId);
+    const held = agents.peek(key);
+    if (held && current(held)) return held;
     agents.delete(key);
-    if (agents.size >= MAX_AGENTS_HELD) agents.delete(agents.keys().next().value!);
-    agents.set(key, reading);
-    return reading;
+    const agent = await agents.load(key, read);
+    if (!agent || current(agent)) return agent;
+    // A read shared with a run claimed before the edit: read again.
+    agents.delete(key);
+    return agents.load(key, read);
   }
 
   async function context(run: ClaimedRun) {
