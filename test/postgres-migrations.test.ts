@@ -1,26 +1,14 @@
 // Upgrading an existing PostgreSQL database: the migration that counts
 // queued runs (0012) must count those queued before it, and its triggers
 // keep counting after, a TRUNCATE included.
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import { migratePostgres, openPostgres, type OpenedPostgres } from "../src/store/postgres/open.js";
 import { queuedCount } from "../src/store/postgres/runs.js";
 import { createTestDatabase, type TestDatabase } from "./support/postgres.js";
-
-const MIGRATIONS = join(process.cwd(), "src/store/postgres/migrations");
-
-// A migrations folder that stops before `tag`.
-function migrationsBefore(dir: string, tag: string): string {
-  const folder = join(dir, "migrations");
-  cpSync(MIGRATIONS, folder, { recursive: true });
-  const journalPath = join(folder, "meta/_journal.json");
-  const journal = JSON.parse(readFileSync(journalPath, "utf8")) as { entries: { tag: string }[] };
-  journal.entries = journal.entries.slice(0, journal.entries.findIndex((e) => e.tag.startsWith(tag)));
-  writeFileSync(journalPath, JSON.stringify(journal));
-  return folder;
-}
+import { migrationsBefore } from "./support/migrations.js";
 
 describe("PostgreSQL migrations", () => {
   let dir: string;
@@ -39,7 +27,7 @@ describe("PostgreSQL migrations", () => {
 
   it("counts the runs queued before the counts existed (0012), then keeps counting", async () => {
     const { sql } = opened;
-    await migrate(opened.db, { migrationsFolder: migrationsBefore(dir, "0012") });
+    await migrate(opened.db, { migrationsFolder: migrationsBefore("postgres", dir, "0012") });
     const t = Date.now();
     await sql`insert into tenants (id, slug, create_time, update_time) values ('ten_1', 'ten_1', ${t}, ${t}), ('ten_2', 'ten_2', ${t}, ${t})`;
     await sql`

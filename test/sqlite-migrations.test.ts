@@ -4,25 +4,13 @@
 // inside the migrator's transaction. Likewise one that makes names unique
 // (0013) must keep the records whose names repeat, and the one that counts
 // queued runs (0016) must count those queued before it.
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { migrate } from "drizzle-orm/better-sqlite3/migrator";
 import { openSqlite } from "../src/store/sqlite/open.js";
 import { createSqliteStore } from "../src/store/sqlite/store.js";
-
-const MIGRATIONS = join(process.cwd(), "src/store/sqlite/migrations");
-
-// A migrations folder that stops before `tag`.
-function migrationsBefore(dir: string, tag: string): string {
-  const folder = join(dir, "migrations");
-  cpSync(MIGRATIONS, folder, { recursive: true });
-  const journalPath = join(folder, "meta/_journal.json");
-  const journal = JSON.parse(readFileSync(journalPath, "utf8")) as { entries: { tag: string }[] };
-  journal.entries = journal.entries.slice(0, journal.entries.findIndex((e) => e.tag.startsWith(tag)));
-  writeFileSync(journalPath, JSON.stringify(journal));
-  return folder;
-}
+import { migrationsBefore } from "./support/migrations.js";
 
 describe("SQLite migrations", () => {
   let dir: string;
@@ -32,7 +20,7 @@ describe("SQLite migrations", () => {
   it("rebuilds webhook_sources under existing triggers and events without losing a row or a reference", () => {
     const path = join(dir, "agentplane.db");
     const old = openSqlite({ path });
-    migrate(old.db, { migrationsFolder: migrationsBefore(dir, "0010") });
+    migrate(old.db, { migrationsFolder: migrationsBefore("sqlite", dir, "0010") });
     const t = Date.now();
     old.raw.prepare("insert into tenants (id, slug, create_time, update_time) values ('ten_1', 'acme', ?, ?)").run(t, t);
     old.raw
@@ -80,7 +68,7 @@ describe("SQLite migrations", () => {
   it("keeps every record when names become unique per tenant (0013): a later duplicate gets its id appended", () => {
     const path = join(dir, "agentplane.db");
     const old = openSqlite({ path });
-    migrate(old.db, { migrationsFolder: migrationsBefore(dir, "0013") });
+    migrate(old.db, { migrationsFolder: migrationsBefore("sqlite", dir, "0013") });
     const t = Date.now();
     for (const [id, slug] of [["ten_1", "acme"], ["ten_2", "globex"]]) old.raw.prepare("insert into tenants (id, slug, create_time, update_time) values (?, ?, ?, ?)").run(id, slug, t, t);
     // Two in acme share a name (the older keeps it), globex's may use it too.
@@ -117,7 +105,7 @@ describe("SQLite migrations", () => {
   it("counts the runs queued before the counts existed (0016), then keeps counting", async () => {
     const path = join(dir, "agentplane.db");
     const old = openSqlite({ path });
-    migrate(old.db, { migrationsFolder: migrationsBefore(dir, "0016") });
+    migrate(old.db, { migrationsFolder: migrationsBefore("sqlite", dir, "0016") });
     const t = Date.now();
     for (const id of ["ten_1", "ten_2"]) old.raw.prepare("insert into tenants (id, slug, create_time, update_time) values (?, ?, ?, ?)").run(id, id, t, t);
     const runs: [string, string, string][] = [["run_1", "ten_1", "queued"], ["run_2", "ten_1", "queued"], ["run_3", "ten_1", "succeeded"], ["run_4", "ten_2", "queued"]];
