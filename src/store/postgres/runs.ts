@@ -41,13 +41,12 @@ export async function queueRuns(tx: TransactionSql, runs: RunInsert[]): Promise<
   if (runs.length) await tx.unsafe(QUEUE_RUNS, [JSON.stringify(runs.map(runRecord))], { prepare: true });
 }
 
-// A tenant's queued runs, `tenant` an SQL expression: its two running totals
-// in queued_run_counts (in − out), one row read each however deep the
-// backlog, where counting the runs would read every queued one.
-export const queuedOf = (tenant: string) =>
-  `(select coalesce(sum(case q.side when 'in' then q.n else -q.n end), 0) from queued_run_counts q where q.tenant_id = ${tenant})::int`;
+// Queued runs from rows `q` of queued_run_counts: the two running totals,
+// in − out, one row read each however deep the backlog, where counting the
+// runs would read every queued one.
+const QUEUED = "sum(case q.side when 'in' then q.n else -q.n end)";
 
-const QUEUED_COUNT = `select ${queuedOf("$1")} as n`;
+const QUEUED_COUNT = `select coalesce((select ${QUEUED} from queued_run_counts q where q.tenant_id = $1), 0)::int as n`;
 
 // CTEs `held` and `counted`: holds the `in` rows of the tenants in the text
 // array `tenants` (created if missing), in tenant order, and counts each
@@ -86,11 +85,13 @@ export async function queuedCount(tx: Sql | TransactionSql, tenantId: string): P
 // Per tenant with queued runs: the count from queued_run_counts, and the
 // oldest id (one seek into runs_queued), which stands for the oldest create
 // time: a run's id is made when it is created (UUIDv7).
+const QUEUE_STATS = `
+  select c.tenant_id as "tenantId", c.n::int as queued,
+    (select min(r.id) from runs r where r.status = 'queued' and r.tenant_id = c.tenant_id) as "oldestId"
+  from (select q.tenant_id, ${QUEUED} as n from queued_run_counts q group by q.tenant_id) c
+  where c.n > 0`;
+
 export async function queueStats(sql: Sql): Promise<QueueStats[]> {
-  const rows = await sql<{ tenantId: string; queued: number; oldestId: string }[]>`
-    select c.tenant_id as "tenantId", c.n::int as queued,
-      (select min(r.id) from runs r where r.status = 'queued' and r.tenant_id = c.tenant_id) as "oldestId"
-    from (select tenant_id, sum(case side when 'in' then n else -n end) as n from queued_run_counts group by tenant_id) c
-    where c.n > 0`;
+  const rows = await sql.unsafe<{ tenantId: string; queued: number; oldestId: string }[]>(QUEUE_STATS, [], { prepare: true });
   return rows.map((r) => ({ tenantId: r.tenantId, queued: r.queued, oldestCreateTime: idTime(r.oldestId) }));
 }
