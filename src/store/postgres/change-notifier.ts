@@ -19,6 +19,7 @@ import type { Sql } from "./open.js";
 // Best effort: a notification lost (error, crash between commit and send)
 // only waits for the streams' poll or the workers' idle poll.
 const GAP_MS = 20;
+const gapOf = (ms: number) => () => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 export class ChangeNotifier implements SignalSink {
   readonly #sql: Sql;
@@ -26,12 +27,15 @@ export class ChangeNotifier implements SignalSink {
   readonly #runs = new Set<string>();
   readonly #events = new Set<string>();
   readonly #cancelled = new Set<string>();
+  readonly #gap: () => Promise<void>;
   #queued = false;
   #sending?: Promise<void>;
 
-  constructor(sql: Sql, hub: SignalHub) {
+  // `gap`: waits between statements (a test's gate instead of GAP_MS).
+  constructor(sql: Sql, hub: SignalHub, gap = gapOf(GAP_MS)) {
     this.#sql = sql;
     this.#hub = hub;
+    this.#gap = gap;
   }
 
   runsQueued(): void {
@@ -87,7 +91,7 @@ export class ChangeNotifier implements SignalSink {
           select pg_notify(${CHANNELS.runCancelled}, t) from unnest(${cancelled}::text[]) t
           union all
           select pg_notify(${CHANNELS.runsQueued}, '') where ${queued}`.catch(() => {});
-        await new Promise((resolve) => setTimeout(resolve, GAP_MS));
+        await this.#gap();
       }
       this.#sending = undefined;
     })();
