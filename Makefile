@@ -91,12 +91,12 @@ migrations: $(NPM_INSTALL_STAMP)
 # The CLI suite runs the built binary, so test builds first. The console
 # suites drive Debian's Chromium, installed here when it is missing, and the
 # Python client's suite Debian's protoc and python3-grpcio (python-grpc).
-# Jest leaves most of the machine idle (its suites wait on servers, child
-# processes and PostgreSQL: 0.9 of 2 cores on 2026-11-26), so `check` and the
-# Node 24 build (a second better-sqlite3 compile) run beside the main jest
-# stage, at lower priority, their output printed after it; the suites that
-# need them run last: the Node 24 suite, and the tenant-isolation timing
-# suite, alone, since it bounds how long one tenant's flood may delay
+# Jest leaves part of the machine idle (its suites wait on servers, child
+# processes and PostgreSQL: 571 s of CPU in 332 s on 2 cores, 2026-11-26
+# 23:15), so `check` and the Node 24 build (a second better-sqlite3 compile)
+# run beside the main jest stage, at lower priority, their output printed
+# after it; the suites that need them run last: the Node 24 suite, and the
+# tenant-isolation timing suite, alone, since it bounds how long one tenant's flood may delay
 # another's webhook on this server.
 # Every stage runs even when one before it failed (a lint error must not hide
 # a failing test), and `make test` fails at the end if any did, naming them.
