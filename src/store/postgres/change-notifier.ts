@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type { SignalHub } from "../signal-hub.js";
 import type { SignalSink } from "../signalled.js";
 import type { CachedTable } from "../store.js";
@@ -19,7 +20,6 @@ import type { Sql } from "./open.js";
 // Best effort: a notification lost (error, crash between commit and send)
 // only waits for the streams' poll or the workers' idle poll.
 const GAP_MS = 20;
-const gapOf = (ms: number) => () => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 export class ChangeNotifier implements SignalSink {
   readonly #sql: Sql;
@@ -32,7 +32,7 @@ export class ChangeNotifier implements SignalSink {
   #sending?: Promise<void>;
 
   // `gap`: waits between statements (a test's gate instead of GAP_MS).
-  constructor(sql: Sql, hub: SignalHub, gap = gapOf(GAP_MS)) {
+  constructor(sql: Sql, hub: SignalHub, gap = (): Promise<void> => sleep(GAP_MS)) {
     this.#sql = sql;
     this.#hub = hub;
     this.#gap = gap;

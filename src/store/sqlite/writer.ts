@@ -40,10 +40,13 @@ interface Waiting {
 // thread of its own and about 1.3 s of CPU: 80 s of the test suite's.
 function startThread(options: SqliteOptions): Worker {
   const compiled = new URL("./writer-thread.js", import.meta.url);
-  return new Worker(existsSync(fileURLToPath(compiled)) ? compiled : bundled(), { workerData: options });
+  return new Worker(existsSync(fileURLToPath(compiled)) ? compiled : (bundledFile ??= bundle()), { workerData: options });
 }
 
-function bundled(): string {
+// Bundled once per module instance: every store of a test file starts a thread.
+let bundledFile: string | undefined;
+
+function bundle(): string {
   const { buildSync } = createRequire(import.meta.url)("esbuild") as typeof Esbuild;
   const [output] = buildSync({
     entryPoints: [fileURLToPath(new URL("./writer-thread.ts", import.meta.url))],
