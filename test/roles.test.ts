@@ -7,7 +7,7 @@ import Database from "better-sqlite3";
 import { freeLoopbackPort } from "./support/listen.js";
 import { startSigningIdp, type SigningIdp } from "./support/jwks-server.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
-import { sleep, waitFor } from "./support/wait.js";
+import { PATIENCE_MS, sleep, waitFor } from "./support/wait.js";
 import { CliProcess, DataDirs, runCli, ServeProcess, serveEnv } from "./support/cli-process.js";
 
 const ISSUER = "https://idp.roles.test";
@@ -91,7 +91,7 @@ describe("agentplane serve --role", () => {
     expect((await fetch(`${worker.url}/api/v1/agents`)).status).toBe(404);
     expect((await fetch(`${worker.url}/healthz`)).status).toBe(200);
 
-    await runStatus(api, run.id, "RUN_STATUS_SUCCEEDED", 15_000);
+    await runStatus(api, run.id, "RUN_STATUS_SUCCEEDED", PATIENCE_MS);
     expect(storedRun(dir, run.id).status).toBe("succeeded");
     expect(customer.toolCalls().filter((c) => c.name === "echo")).toEqual([{ name: "echo", arguments: { text: "hi" } }]);
     await Promise.all([api.stop(), worker.stop()]);
@@ -124,7 +124,7 @@ describe("agentplane serve --role", () => {
 
     const { run: cancelled } = await serve.call<{ run: Run }>("CancelRun", { id: long[0]!.id });
     expect(cancelled.status).toBe("RUN_STATUS_CANCELLED");
-    await runStatus(serve, next.id, "RUN_STATUS_SUCCEEDED", 30_000);
+    await runStatus(serve, next.id, "RUN_STATUS_SUCCEEDED", PATIENCE_MS);
 
     await serve.call("CancelRun", { id: long[1]!.id });
     await serve.stop();
