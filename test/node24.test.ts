@@ -41,7 +41,7 @@ beforeAll(async () => {
   const dev = node24([CLI, "dev"], { AGENTPLANE_DATA_DIR: dataDir, AGENTPLANE_PORT: String(port), AGENTPLANE_WORKER_THREADS: "1", AGENTPLANE_LOG_LEVEL: "warn" });
   children.push(dev.child);
   await waitFor("agentplane dev under Node 24", 60_000, async () => {
-    if (dev.child.exitCode !== null) throw new Error(`exited ${dev.child.exitCode}:\n${dev.output()}`);
+    if (dev.child.exitCode !== null || dev.child.signalCode !== null) throw new Error(`exited ${dev.child.exitCode ?? dev.child.signalCode}:\n${dev.output()}`);
     if (!dev.output().includes("Guide: docs/guide/")) return undefined;
     return (await fetch(`${url}/readyz`).then((r) => r.status === 200, () => false)) || undefined;
   });
@@ -69,6 +69,14 @@ async function api(method: string, path: string, body?: unknown): Promise<Json> 
   if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
   return json;
 }
+
+// nodejs/node#65446: better-sqlite3 12 on Node 24.19+ aborted the process
+// when V8 collected its statements while idle. Fails with exit code 134
+// (SIGABRT) on the unpatched addon.
+test("better-sqlite3 under Node 24 lives through statements collected by an idle GC", () => {
+  const out = execFileSync(NODE24, ["--import", HOOKS, join(process.cwd(), "test/node24/idle-gc.mjs")], { encoding: "utf8", env: { PATH: process.env.PATH ?? "" } });
+  expect(out).toContain("statements collected by an idle major GC");
+});
 
 test("a webhook runs an agent whose step calls a skill on an MCP server under Node 24", async () => {
   const hello = node24(["docs/guide/examples/hello-mcp.mjs"], {});
