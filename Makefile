@@ -42,11 +42,16 @@ $(CLIENT_TS_STAMP): $(NPM_INSTALL_STAMP) $(CLIENT_TS_INPUTS)
 	$(BIN)/tsc -p clients/typescript/tsconfig.json
 	@touch $@
 
-build: $(TSC_STAMP) $(CONSOLE_BUILT) $(CLIENT_TS_STAMP)
+# The binary operators run (scripts/bundle.ts says why a bundle).
+BIN_BUILT := dist/bin/agentplane.js
+$(BIN_BUILT): $(TSC_STAMP)
+	node dist/scripts/bundle.js
+
+build: $(TSC_STAMP) $(BIN_BUILT) $(CONSOLE_BUILT) $(CLIENT_TS_STAMP)
 
 # The service and its console; the client package is not needed to run it.
-run: $(TSC_STAMP) $(CONSOLE_BUILT)
-	node dist/src/cli/main.js dev
+run: $(BIN_BUILT) $(CONSOLE_BUILT)
+	node dist/bin/agentplane.js dev
 
 # The client package's build is its type check.
 typecheck: $(TSC_STAMP) $(CLIENT_TS_STAMP)

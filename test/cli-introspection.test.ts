@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { freeLoopbackPort } from "./support/listen.js";
 import { startScriptedIdp, type ScriptedIdp } from "./support/scripted-introspection.js";
 
-const CLI = join(process.cwd(), "dist/src/cli/main.js");
+const CLI = join(process.cwd(), "dist/bin/agentplane.js");
 const CLIENT_SECRET = "service-secret-0123456789";
 
 function run(env: Record<string, string>): { child: ChildProcessWithoutNullStreams; output: () => string; exited: Promise<number | null> } {

@@ -7,7 +7,7 @@ import { createTestDatabase, type TestDatabase } from "./support/postgres.js";
 import { join } from "node:path";
 
 const exec = promisify(execFile);
-const CLI = join(process.cwd(), "dist/src/cli/main.js");
+const CLI = join(process.cwd(), "dist/bin/agentplane.js");
 
 async function agentplane(args: string[], env: Record<string, string>) {
   return exec("node", [CLI, ...args], { env: { PATH: process.env.PATH, ...env }, timeout: 20_000 }).then(

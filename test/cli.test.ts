@@ -11,7 +11,7 @@ import { signingSecretContext } from "../src/service/webhook-deliveries.js";
 import { startHeadersMcp, startOpenMcp, startStaticBearerMcp } from "./support/customer-mcp.js";
 
 const exec = promisify(execFile);
-const CLI = join(process.cwd(), "dist/src/cli/main.js");
+const CLI = join(process.cwd(), "dist/bin/agentplane.js");
 
 async function agentplane(args: string[], env: Record<string, string> = {}) {
   return exec("node", [CLI, ...args], { env: { PATH: process.env.PATH, ...env } }).then(

