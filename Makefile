@@ -97,8 +97,8 @@ migrations: $(NPM_INSTALL_STAMP)
 # suites drive Debian's Chromium, installed here when it is missing, and the
 # Python client's suite Debian's protoc and python3-grpcio (python-grpc).
 # Jest leaves part of the machine idle (its suites wait on servers, child
-# processes and PostgreSQL: 571 s of CPU in 332 s on 2 cores, 2026-11-26
-# 23:15), so `check` and the Node 24 build (a second better-sqlite3 compile)
+# processes and PostgreSQL: 585 s of CPU in 348 s on 2 cores, 2026-11-27
+# 01:30), so `check` and the Node 24 build (a second better-sqlite3 compile)
 # run beside the main jest stage, at lower priority, their output printed
 # after it; the suites that need them run last: the Node 24 suite, and the
 # tenant-isolation timing suite, alone, since it bounds how long one tenant's flood may delay
