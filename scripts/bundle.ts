@@ -10,8 +10,16 @@
 // themselves (`new URL("./worker-thread.js", import.meta.url)`), which holds
 // in dist/bin as in dist/src. better-sqlite3 stays a package: it loads its
 // native addon by a path relative to itself.
+//
+// What a bundle changes, for whoever adds code: a dynamically imported
+// CommonJS package gives only `default` (so cli/tracing.ts reads its
+// exports from there), and a package that finds its own files by
+// `__dirname` (pino's transports, which src/log.ts does not use) finds none.
+import { rmSync } from "node:fs";
 import { build } from "esbuild";
 
+// Chunk names are content hashes: the last build's would stay beside the new.
+rmSync("dist/bin", { recursive: true, force: true });
 await build({
   entryPoints: {
     agentplane: "dist/src/cli/main.js",
