@@ -16,7 +16,7 @@ import { freeLoopbackPort } from "./support/listen.js";
 import { startModelServer, type ModelServer } from "./support/model-server.js";
 import { startIdp, type TestIdp } from "./support/oidc-idp.js";
 import { bearer, connectMust, startServer, type TestServer } from "./support/server.js";
-import { waitFor } from "./support/wait.js";
+import { PATIENCE_MS, waitFor } from "./support/wait.js";
 import { CPU_BUDGET_ONLY } from "./support/sandbox-processes.js";
 
 type Json = Record<string, unknown>;
@@ -299,7 +299,7 @@ describe("the console an operator opens, in Chromium", () => {
     // A hostile expression: refused with its kind, and the page stays usable.
     await filter.fill("( $f := function($x){ $f($x + 1) }; $f(0) )");
     await tryIt.click();
-    await panel.locator('[data-kind="expression_timeout"]').waitFor({ timeout: 20_000 });
+    await panel.locator('[data-kind="expression_timeout"]').waitFor({ timeout: PATIENCE_MS });
     await docShot(admin, "try-hostile");
 
     // A mapping on a new source: the event it makes from a pasted body.
@@ -325,7 +325,7 @@ describe("the console an operator opens, in Chromium", () => {
     // Recursion without end in a step's arguments: past the depth limit, refused as expression_limit.
     await admin.getByLabel("Arguments (JSONata)").first().fill("( $f := function($x){ 1 + $f($x + 1) }; $f(0) )");
     await panel.getByRole("button", { name: "Run the expression" }).click();
-    await panel.locator('[data-kind="expression_limit"]').waitFor({ timeout: 20_000 });
+    await panel.locator('[data-kind="expression_limit"]').waitFor({ timeout: PATIENCE_MS });
     expect(errors).toEqual([]);
   }, 90_000);
 
@@ -352,7 +352,7 @@ describe("the console an operator opens, in Chromium", () => {
     await section(admin, "Runs");
     await admin.getByText("No runs yet. Run an agent by hand", { exact: false }).waitFor();
     // Nothing happens in this tenant: live as soon as the stream is open.
-    await admin.locator('[data-liveness="live"]').waitFor({ timeout: 10_000 });
+    await admin.locator('[data-liveness="live"]').waitFor({ timeout: PATIENCE_MS });
     await docShot(admin, "runs-empty");
     await section(admin, "Overview");
     await admin.getByLabel("Tenant").selectOption("acme");

@@ -13,7 +13,7 @@ import { createAuthenticator } from "../src/integrations/identity/index.js";
 import { firstLoadJsGzipBytes, launchBrowser, newUser, screenshot, SCREENSHOTS } from "./support/browser.js";
 import { startHeadersMcp, startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { freeLoopbackPort } from "./support/listen.js";
-import { waitFor } from "./support/wait.js";
+import { PATIENCE_MS, waitFor } from "./support/wait.js";
 import { startIdp, type TestIdp } from "./support/oidc-idp.js";
 import { startServer, type TestServer } from "./support/server.js";
 
@@ -179,7 +179,7 @@ describe("console in Chromium, jwt mode, login at oidc-provider", () => {
     const accepted = performance.now();
     expect(res.status).toBe(202);
     const { event_id } = (await res.json()) as { event_id: string };
-    await admin.locator(`table.runs tr:has(a[href$="/events/${event_id}"]) .status-succeeded`).waitFor({ timeout: 20_000 });
+    await admin.locator(`table.runs tr:has(a[href$="/events/${event_id}"]) .status-succeeded`).waitFor({ timeout: PATIENCE_MS });
     const ms = Math.round(performance.now() - accepted);
     measured.webhookAcceptedToSucceededInConsoleMs = ms;
     measured.runsListLiveness = (await admin.locator("[data-liveness]").getAttribute("data-liveness")) === "live" ? 1 : 0;

@@ -5,6 +5,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { PATIENCE_MS } from "./wait.js";
 
 export const CHROMIUM = "/usr/bin/chromium";
 export const SCREENSHOTS = join(process.cwd(), "test-output", "console");
@@ -36,7 +37,8 @@ export async function launchBrowser(): Promise<Browser> {
 export async function newUser(browser: Browser): Promise<{ context: BrowserContext; page: Page; errors: string[] }> {
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   const page = await context.newPage();
-  page.setDefaultTimeout(15_000);
+  // A loaded machine delays a page as it delays a process: one patience.
+  page.setDefaultTimeout(PATIENCE_MS);
   // Uncaught errors and CSP refusals would otherwise pass unseen.
   const errors: string[] = [];
   page.on("pageerror", (err) => errors.push(err.message));
