@@ -380,7 +380,8 @@ describe("the console an operator opens, in Chromium", () => {
       const widths: Record<string, number> = {};
       for (const [path, heading] of checks) {
         await open(page, path, heading);
-        await page.waitForLoadState("networkidle").catch(() => {});
+        // Best effort, as before pages kept a patience: a page holding a watch stream is never idle.
+        await page.waitForLoadState("networkidle", { timeout: 15_000 }).catch(() => {});
         widths[path] = await page.evaluate<number>("document.scrollingElement.scrollWidth");
         if (path === "/runs") await docShot(page, "runs-390px");
       }
@@ -413,7 +414,8 @@ describe("the console an operator opens, in Chromium", () => {
       ];
       for (const [path, heading] of pages) {
         await open(page, path, heading);
-        await page.waitForLoadState("networkidle").catch(() => {});
+        // Best effort, as before pages kept a patience: a page holding a watch stream is never idle.
+        await page.waitForLoadState("networkidle", { timeout: 15_000 }).catch(() => {});
         expect([path, await page.getByRole("button", { name: writes }).count()]).toEqual([path, 0]);
         expect([path, await page.getByRole("link", { name: writes }).count()]).toEqual([path, 0]);
         expect([path, await page.locator("main form:not(.filters):not([role='search'])").count()]).toEqual([path, 0]);
