@@ -8,9 +8,26 @@ BIN := node_modules/.bin
 # `npm install` against the committed lockfile rather than `npm ci`: the
 # registry reachable here lacks some other platforms' optional binaries
 # (buf, swc), which the lockfile therefore omits and `npm ci` rejects.
+#
+# The packages' own install scripts run after, all but better-sqlite3's:
+# its compile (SQLite's amalgamation, some 100 s of one core) is a target of
+# its own, SQLITE_ADDON, which what runs the service or its tests waits for
+# and which `make -j2` overlaps with the build and the checks. The root's
+# postinstall (patch-package) runs before it, so the addon compiles from the
+# patched sources.
 $(NPM_INSTALL_STAMP): package.json package-lock.json $(wildcard patches/*.patch)
-	npm install --no-audit --no-fund
+	npm install --no-audit --no-fund --ignore-scripts
+	npm rebuild $$(npm query ':attr(scripts, [install]), :attr(scripts, [postinstall])' | \
+	  node -e 'const all = JSON.parse(require("fs").readFileSync(0, "utf8")); console.log([...new Set(all.filter((p) => p.location && p.name !== "better-sqlite3").map((p) => p.name))].join(" "))')
+	npx patch-package
 	@touch $@
+
+# Order-only: npm removes the package's build when it installs another
+# version, and an unchanged package keeps its addon across installs.
+SQLITE_ADDON := node_modules/better-sqlite3/build/Release/better_sqlite3.node
+$(SQLITE_ADDON): | $(NPM_INSTALL_STAMP)
+	npm rebuild better-sqlite3
+	node scripts/sqlite-addon.mjs
 
 # Real file targets, so `make run` starts at once when nothing changed. Every
 # file and directory is a prerequisite: a directory's time changes when a
@@ -47,10 +64,11 @@ BIN_BUILT := dist/bin/agentplane.js
 $(BIN_BUILT): $(TSC_STAMP)
 	node dist/scripts/bundle.js
 
-build: $(TSC_STAMP) $(BIN_BUILT) $(CONSOLE_BUILT) $(CLIENT_TS_STAMP)
+# The addon first: with -j2 its long compile starts at once.
+build: $(SQLITE_ADDON) $(TSC_STAMP) $(BIN_BUILT) $(CONSOLE_BUILT) $(CLIENT_TS_STAMP)
 
 # The service and its console; the client package is not needed to run it.
-run: $(BIN_BUILT) $(CONSOLE_BUILT)
+run: $(BIN_BUILT) $(CONSOLE_BUILT) $(SQLITE_ADDON)
 	node dist/bin/agentplane.js dev
 
 # The client package's build is its type check.
@@ -96,12 +114,12 @@ migrations: $(NPM_INSTALL_STAMP)
 # The CLI suite runs the built binary, so test builds first. The console
 # suites drive Debian's Chromium, installed here when it is missing, and the
 # Python client's suite Debian's protoc and python3-grpcio (python-grpc).
-# Jest leaves part of the machine idle (its suites wait on servers, child
-# processes and PostgreSQL: 585 s of CPU in 348 s on 2 cores, 2026-11-27
-# 01:30), so `check` and the Node 24 build (a second better-sqlite3 compile)
-# run beside the main jest stage, at lower priority, their output printed
-# after it; the suites that need them run last: the Node 24 suite, and the
-# tenant-isolation timing suite, alone, since it bounds how long one tenant's flood may delay
+# better-sqlite3's compile takes one core for some 100 s, so `make -j2` runs
+# the build, `check` and the Node 24 build (a second better-sqlite3 compile)
+# on the other meanwhile, and jest has the machine to itself afterwards (585 s
+# of CPU in 348 s on 2 cores, 2026-11-27 01:30). The suites that need the
+# Node 24 build run last: the Node 24 suite, and the tenant-isolation timing
+# suite, alone, since it bounds how long one tenant's flood may delay
 # another's webhook on this server.
 # Every stage runs even when one before it failed (a lint error must not hide
 # a failing test), and `make test` fails at the end if any did, naming them.
@@ -115,13 +133,11 @@ LAST_STAGE := test/expression-budgets.test.ts test/node24.test.ts
 JEST := NODE_OPTIONS=--experimental-vm-modules $(BIN)/jest --ci
 RESULTS := dist/test-results
 test: $(NPM_INSTALL_STAMP)
-	@failed=""; mkdir -p $(RESULTS); rm -f $(RESULTS)/*.json $(RESULTS)/beside.*; \
+	@failed=""; mkdir -p $(RESULTS); rm -f $(RESULTS)/*.json; \
 	$(MAKE) --no-print-directory chromium || failed="$$failed chromium"; \
 	$(MAKE) --no-print-directory python-grpc || failed="$$failed python-grpc"; \
-	$(MAKE) --no-print-directory -j2 build || failed="$$failed build"; \
-	{ nice -n 5 $(MAKE) --no-print-directory -j2 -k check node24 >$(RESULTS)/beside.log 2>&1; echo $$? >$(RESULTS)/beside.rc; } & beside=$$!; \
+	$(MAKE) --no-print-directory -j2 -k build check node24 || failed="$$failed build/check/node24"; \
 	$(JEST) --maxWorkers=$(JEST_WORKERS) --json --outputFile=$(RESULTS)/suites.json --testPathIgnorePatterns $(LAST_STAGE) || failed="$$failed jest"; \
-	wait $$beside; cat $(RESULTS)/beside.log; [ "$$(cat $(RESULTS)/beside.rc)" = 0 ] || failed="$$failed check/node24"; \
 	$(JEST) --json --outputFile=$(RESULTS)/last.json --runInBand $(LAST_STAGE) || failed="$$failed jest-last"; \
 	node -e "$$SLOWEST_SUITES" $(RESULTS)/*.json; \
 	if [ -n "$$failed" ]; then echo "make test failed:$$failed" >&2; exit 1; fi
