@@ -7,7 +7,8 @@
 // that check a tenant's queued-run quota, which count its queued runs:
 // queueing a run (RunAgent), ingesting an event (PostgreSQL; SQLite's ingest
 // counts with the same statement as the count here, on its writer thread),
-// and the count itself. What an operation costs is counted, not timed:
+// and the count itself; and so is a retention batch, which deletes ended
+// runs oldest first. What an operation costs is counted, not timed:
 // PostgreSQL's buffer accesses to the tables and indexes (pg_statio, each
 // backend's counters flushed on demand), SQLite's page reads from the file
 // with its page cache at its minimum (so that every page a statement touches
@@ -20,11 +21,12 @@ import type Database from "better-sqlite3";
 import { migratePostgres, openPostgres, openQueuePool } from "../src/store/postgres/open.js";
 import { createPgWebhookStore } from "../src/store/postgres/ingest.js";
 import { createPgRunQueue } from "../src/store/postgres/queue.js";
+import { createPgRetention } from "../src/store/postgres/retention.js";
 import { queuedCount } from "../src/store/postgres/runs.js";
 import { createSqliteStore } from "../src/store/sqlite/store.js";
 import { newId } from "../src/lib/ids.js";
 import type { RunInsert } from "../src/store/rows.js";
-import type { IngestItem, RunQueue, WebhookStore } from "../src/store/store.js";
+import type { IngestItem, RetentionStore, RunQueue, WebhookStore } from "../src/store/store.js";
 import { createTestDatabase } from "./support/postgres.js";
 
 const TENANTS = 10;
@@ -38,8 +40,11 @@ interface Engine {
   queuedCount(tenantId: string): Promise<number>;
   // PostgreSQL's; SQLite's commits on its writer thread (see above).
   webhooks?: WebhookStore;
+  retention: RetentionStore;
   // Queues `perTenant` more runs for each of the first `tenants` tenants.
   seed(perTenant: number, tenants?: number): Promise<void>;
+  // Adds `n` runs that ended at time 1, each tenant's share of them.
+  seedEnded(n: number): Promise<void>;
   // Ends the running runs (the claims' own), so each backlog starts with none.
   endRunning(): Promise<void>;
   // Pages (buffers) read by the claims so far, as a running count.
@@ -73,6 +78,11 @@ const seedAgents = (d: Dialect, now: number) => `
   insert into agents (id, tenant_id, name, spec, max_steps, timeout_ms, enabled, create_time, update_time)
   select 'agt-' || t, 'ten-' || t, 'agt-' || t, '{"skillIds":[],"allowedTools":{},"steps":[]}', 16, 120000, ${d.true}, ${now}, ${now}
   from ${d.series(TENANTS, "t")}`;
+const seedEnded = (d: Dialect, n: number, now: number) => `
+  insert into runs (id, tenant_id, agent_id, status, attempt, steps, error, end_time, create_time, update_time)
+  select 'run-ended-' || ${d.pad(`${now} % 100000000`, 8)} || '-' || ${d.pad("i", 8)}, 'ten-' || (1 + i % ${TENANTS}), 'agt-' || (1 + i % ${TENANTS}),
+    'succeeded', 1, '[]', '', 1, 1, 1
+  from ${d.series(n, "i")}`;
 const END_RUNNING = "update runs set status = 'succeeded', lease_owner = null, lease_expire_time = null where status = 'running'";
 
 async function postgresEngine(): Promise<Engine> {
@@ -102,10 +112,12 @@ async function postgresEngine(): Promise<Engine> {
     queue: createPgRunQueue(opened.sql),
     queuedCount: (tenantId) => queuedCount(main.sql, tenantId),
     webhooks: createPgWebhookStore(main.sql, { windowMs: 0, maxBatch: 256 }, 5000),
+    retention: createPgRetention(main.sql),
     async seed(perTenant, tenants = TENANTS) {
       await flushed(seedRuns(PG, seeded, perTenant, tenants, Date.now()));
       seeded += perTenant;
     },
+    seedEnded: (n) => flushed(seedEnded(PG, n, Date.now())),
     endRunning: () => flushed(END_RUNNING),
     async cost() {
       // Each connection publishes its counters when it next goes idle.
@@ -142,10 +154,12 @@ async function sqliteEngine(): Promise<Engine> {
   return {
     queue: store.queue,
     queuedCount: (tenantId) => store.runs.queuedCount(tenantId),
+    retention: store.retention,
     async seed(perTenant, tenants = TENANTS) {
       raw.exec(seedRuns(SQLITE, seeded, perTenant, tenants, Date.now()));
       seeded += perTenant;
     },
+    seedEnded: async (n) => void raw.exec(seedEnded(SQLITE, n, Date.now())),
     endRunning: async () => void raw.exec(END_RUNNING),
     cost: async () => bytesRead() / 4096,
     async close() {
@@ -240,5 +254,25 @@ describe.each([
     expect(await e.queuedCount(TENANT)).toBe(50_000 + queuedByCalls);
     const grew = Object.keys(large).filter((operation) => large[operation]! > 2 * small[operation]! + 2);
     expect({ small, large, grew }).toMatchObject({ grew: [] });
+  });
+
+  it("a retention batch costs the same per deleted run with 50,000 runs queued as with 1,000", async () => {
+    const BATCH = 10;
+    const pruneCost = async () => {
+      await e.seedEnded((WARM_UP + 6) * BATCH);
+      let deleted = 0;
+      const pages = await costPerCall(e, 6, async () => {
+        const pruned = await e.retention.prune(Date.now(), BATCH);
+        deleted += pruned!.runs;
+      });
+      expect(deleted).toBe((WARM_UP + 6) * BATCH);
+      return pages / BATCH;
+    };
+    await e.seed(100);
+    const small = await pruneCost();
+    await e.seed(4_900);
+    const large = await pruneCost();
+    expect(small).toBeGreaterThan(0);
+    expect(large).toBeLessThanOrEqual(2 * small + 2);
   });
 });
