@@ -41,10 +41,9 @@ interface Engine {
   // PostgreSQL's; SQLite's commits on its writer thread (see above).
   webhooks?: WebhookStore;
   retention: RetentionStore;
-  // Queues `perTenant` more runs for each of the first `tenants` tenants.
-  seed(perTenant: number, tenants?: number): Promise<void>;
-  // Adds `n` runs that ended at time 1, each tenant's share of them.
-  seedEnded(n: number): Promise<void>;
+  // Queues `perTenant` more runs for each of the first `tenants` tenants;
+  // with `ended`, adds runs that succeeded at time 1 instead.
+  seed(perTenant: number, tenants?: number, ended?: boolean): Promise<void>;
   // Ends the running runs (the claims' own), so each backlog starts with none.
   endRunning(): Promise<void>;
   // Pages (buffers) read by the claims so far, as a running count.
@@ -65,9 +64,10 @@ const SQLITE: Dialect = {
   pad: (e, w) => `printf('%0${w}d', ${e})`,
   true: "1",
 };
-const seedRuns = (d: Dialect, first: number, perTenant: number, tenants: number, now: number) => `
-  insert into runs (id, tenant_id, agent_id, status, attempt, steps, error, create_time, update_time)
-  select 'run-' || ${d.pad("t", 3)} || '-' || ${d.pad(`${first} + i`, 8)}, 'ten-' || t, 'agt-' || t, 'queued', 0, '[]', '', ${now}, ${now}
+const seedRuns = (d: Dialect, first: number, perTenant: number, tenants: number, now: number, ended = false) => `
+  insert into runs (id, tenant_id, agent_id, status, attempt, steps, error, end_time, create_time, update_time)
+  select 'run-' || ${d.pad("t", 3)} || '-' || ${d.pad(`${first} + i`, 8)}, 'ten-' || t, 'agt-' || t,
+    ${ended ? "'succeeded', 1, '[]', '', 1" : "'queued', 0, '[]', '', null"}, ${now}, ${now}
   from ${d.series(tenants, "t")}, ${d.series(perTenant, "i")}`;
 const seedTenants = (d: Dialect, now: number) => `
   insert into tenants (id, slug, create_time, update_time) select 'ten-' || t, 'ten-' || t, ${now}, ${now} from ${d.series(TENANTS, "t")}`;
@@ -78,11 +78,6 @@ const seedAgents = (d: Dialect, now: number) => `
   insert into agents (id, tenant_id, name, spec, max_steps, timeout_ms, enabled, create_time, update_time)
   select 'agt-' || t, 'ten-' || t, 'agt-' || t, '{"skillIds":[],"allowedTools":{},"steps":[]}', 16, 120000, ${d.true}, ${now}, ${now}
   from ${d.series(TENANTS, "t")}`;
-const seedEnded = (d: Dialect, n: number, now: number) => `
-  insert into runs (id, tenant_id, agent_id, status, attempt, steps, error, end_time, create_time, update_time)
-  select 'run-ended-' || ${d.pad(`${now} % 100000000`, 8)} || '-' || ${d.pad("i", 8)}, 'ten-' || (1 + i % ${TENANTS}), 'agt-' || (1 + i % ${TENANTS}),
-    'succeeded', 1, '[]', '', 1, 1, 1
-  from ${d.series(n, "i")}`;
 const END_RUNNING = "update runs set status = 'succeeded', lease_owner = null, lease_expire_time = null where status = 'running'";
 
 async function postgresEngine(): Promise<Engine> {
@@ -113,11 +108,10 @@ async function postgresEngine(): Promise<Engine> {
     queuedCount: (tenantId) => queuedCount(main.sql, tenantId),
     webhooks: createPgWebhookStore(main.sql, { windowMs: 0, maxBatch: 256 }, 5000),
     retention: createPgRetention(main.sql),
-    async seed(perTenant, tenants = TENANTS) {
-      await flushed(seedRuns(PG, seeded, perTenant, tenants, Date.now()));
+    async seed(perTenant, tenants = TENANTS, ended = false) {
+      await flushed(seedRuns(PG, seeded, perTenant, tenants, Date.now(), ended));
       seeded += perTenant;
     },
-    seedEnded: (n) => flushed(seedEnded(PG, n, Date.now())),
     endRunning: () => flushed(END_RUNNING),
     async cost() {
       // Each connection publishes its counters when it next goes idle.
@@ -155,11 +149,10 @@ async function sqliteEngine(): Promise<Engine> {
     queue: store.queue,
     queuedCount: (tenantId) => store.runs.queuedCount(tenantId),
     retention: store.retention,
-    async seed(perTenant, tenants = TENANTS) {
-      raw.exec(seedRuns(SQLITE, seeded, perTenant, tenants, Date.now()));
+    async seed(perTenant, tenants = TENANTS, ended = false) {
+      raw.exec(seedRuns(SQLITE, seeded, perTenant, tenants, Date.now(), ended));
       seeded += perTenant;
     },
-    seedEnded: async (n) => void raw.exec(seedEnded(SQLITE, n, Date.now())),
     endRunning: async () => void raw.exec(END_RUNNING),
     cost: async () => bytesRead() / 4096,
     async close() {
@@ -259,7 +252,7 @@ describe.each([
   it("a retention batch costs the same per deleted run with 50,000 runs queued as with 1,000", async () => {
     const BATCH = 10;
     const pruneCost = async () => {
-      await e.seedEnded((WARM_UP + 6) * BATCH);
+      await e.seed(((WARM_UP + 6) * BATCH) / TENANTS, TENANTS, true);
       let deleted = 0;
       const pages = await costPerCall(e, 6, async () => {
         const pruned = await e.retention.prune(Date.now(), BATCH);
