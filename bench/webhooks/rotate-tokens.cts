@@ -1,8 +1,9 @@
-// autocannon's setupRequest for `run.js tenants`: each request goes to the
-// next tenant's source in turn (its whk_ token), with a new Idempotency-Key.
-// CommonJS, because autocannon loads it with require() in its worker thread;
-// the tokens come from the environment (BENCH_TOKENS, comma-separated), read
-// at each request, since one process may load several targets in turn.
+// The request rewriter of `run.js tenants` (the paced generator's `rewrite`):
+// each request goes to the next tenant's source in turn (its whk_ token),
+// with a new Idempotency-Key. CommonJS, because the generator's process and
+// the bench's preflight load it with require(); the tokens come from the
+// environment (BENCH_TOKENS, comma-separated), read at each request, since
+// one process may load several targets in turn.
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- a CommonJS module (see above)
 import crypto = require("node:crypto");
 

@@ -1,6 +1,6 @@
-// Webhook ingestion throughput: POST /webhooks/events against two baselines,
-// and (`run.js triggers`) against the number of webhook triggers in the
-// tenant.
+// Webhook ingestion capacity: POST /webhooks/events against two baselines,
+// and in other modes against the number of triggers, of tenants sending,
+// tracing, signed deliveries.
 //
 // Four servers run side by side in this process:
 //   (a) a bare Fastify 5 route that parses the JSON body and answers 202;
@@ -10,27 +10,34 @@
 //       default group commit (window 0 ms: what arrived in one event-loop turn
 //       commits together) and once with a 2 ms window.
 // Every database is a temporary file with journal_mode WAL and
-// synchronous=FULL. autocannon posts the same ~1 KiB event to each, and the
-// throughput ratios are reported against the targets "agentplane >= 60% of
-// (a)" and "agentplane above (b)". Afterwards the agentplane databases are
-// checked: one stored event per accepted request, one queued run per event.
+// synchronous=FULL. Each target's capacity is the highest rate an open-loop
+// paced generator, in a process of its own, offers it with every request
+// answered 202 within the p99 objective (../lib/capacity.ts); the same ~1 KiB
+// event each time, and the capacity ratios are reported against the targets
+// "agentplane >= 60% of (a)" and "agentplane above (b)". Afterwards the
+// databases are checked: one stored event per request answered, one queued
+// run per event.
 //
 // `triggers` mode: agentplane alone, once per tenant size of TRIGGER_COUNTS
 // webhook triggers on the source, of which only `order.*` matches the event
 // (the others: exact types, `*` and `**` patterns that do not); each size's
-// throughput is reported as a ratio to the one-trigger run.
+// capacity is reported as a ratio to the one-trigger run.
+//
+// `tenants` mode: agentplane twice, one tenant sending and a hundred (each
+// request to the next tenant's source); the hundred's capacity as a ratio to
+// the one's.
 //
 // `tracing` mode: agentplane alone, with tracing off (no SDK, as by default)
 // and on (the SDK as `serve` starts it for OTEL_TRACES_EXPORTER=otlp, every
 // request sampled unless OTEL_TRACES_SAMPLER says otherwise, OTLP/HTTP to a
 // sink in a child process) in alternating
-// runs on the same server; on's throughput is reported as a ratio to off's.
+// searches on the same server; on's capacity is reported as a ratio to off's.
 //
 // `signed` mode: agentplane twice, one server receiving the event through
 // an envelope source (`POST /webhooks/events`, X-Webhook-Token) and one
 // through a Standard Webhooks source (`POST /webhooks/sources/{id}`, each
 // request signed by the load generator with a new webhook-id; the same
-// triggers on it); the signed throughput is reported as a ratio to the
+// triggers on it); the signed capacity is reported as a ratio to the
 // envelope's.
 //
 // Every agentplane request carries a new Idempotency-Key, as real senders'
@@ -39,13 +46,12 @@
 import { spawn } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import type { IncomingMessage, Server } from "node:http";
 import { tmpdir } from "node:os";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { create } from "@bufbuild/protobuf";
-import type { Result } from "autocannon";
 import Database from "better-sqlite3";
 import Fastify, { type FastifyInstance } from "fastify";
 import { AgentSchema } from "../../gen/platform/v1/agent_pb.js";
@@ -69,15 +75,13 @@ import { createSqliteStore } from "../../src/store/sqlite/store.js";
 import type { GroupCommitOptions } from "../../src/store/group-commit.js";
 import type { Store } from "../../src/store/store.js";
 import {
-  describeLoad,
-  loadSettingsFromEnv,
-  perSec,
-  printLoadTable,
-  runLoad,
-  summarize,
-  type LoadOptions,
-  type LoadSummary,
-} from "../lib/load.js";
+  capacitySettingsFromEnv,
+  compareCapacities,
+  describeCapacity,
+  printCapacityTable,
+  type CapacitySummary,
+  type CapacityTarget,
+} from "../lib/capacity.js";
 import { positiveInt } from "../lib/env.js";
 import { describeHost, runBench } from "../lib/run.js";
 
@@ -105,8 +109,10 @@ const TARGET_VS_ONE_TRIGGER = 0.8;
 // the many must keep (issue 20).
 const TENANT_COUNTS = [1, 100];
 const TARGET_VS_ONE_TENANT = 0.8;
-// autocannon puts a new id in place of this in every request.
+// The generator puts a new id in place of this in every request.
 const NEW_ID = "[<id>]";
+// The warm-up step, per target: paced, not judged on latency.
+const WARMUP_RATE = 1000;
 // Each store target keeps the one event its preflight posted.
 const PREFLIGHT_ROWS = 1;
 
@@ -145,24 +151,19 @@ function eventBody(): string {
 
 // A server under load. `received` counts requests to the measured route seen
 // by the Node HTTP server since `startCounting` (a `request` listener, on
-// every target alike): with the database it tells the requests that were
-// committed after autocannon stopped waiting for their answer apart from lost
-// ones.
+// every target alike): the generator waits for every answer, so it must equal
+// the answers, and the rows stored.
 interface Target {
   name: string;
   url: string;
   headers: Record<string, string>;
-  // The body posted, when not the run's own; the module that rewrites each
-  // request (signed deliveries, tokens in turn), and what it reads from the
-  // environment.
+  // The body posted, when not the run's own; the CommonJS module that
+  // rewrites each request (signed deliveries, tokens in turn), and what it
+  // reads from the environment.
   body?: string;
-  setupRequest?: string;
+  rewrite?: string;
   env?: Record<string, string>;
   received: () => number;
-  // Of those, the ones whose client went away before the answer was sent
-  // (autocannon closing its connections when a load's time is up): each may
-  // or may not have been stored, depending on how far it had got.
-  abandoned: () => number;
   startCounting: () => void;
   // Rows the target stored (agentplane: events; (b): inserts).
   stored?: () => number;
@@ -172,21 +173,14 @@ interface Target {
 function requestCounter(server: Server, path: string) {
   let counting = false;
   let n = 0;
-  let abandoned = 0;
-  server.on("request", (req: IncomingMessage, res: ServerResponse) => {
-    if (!counting || req.method !== "POST" || req.url !== path) return;
-    n++;
-    res.once("close", () => {
-      if (!res.writableFinished) abandoned++;
-    });
+  server.on("request", (req: IncomingMessage) => {
+    if (counting && req.method === "POST" && req.url === path) n++;
   });
   return {
     received: () => n,
-    abandoned: () => abandoned,
     startCounting: () => {
       counting = true;
       n = 0;
-      abandoned = 0;
     },
   };
 }
@@ -331,16 +325,16 @@ async function startAgentplane(
       reader ??= new Database(dbPath, { readonly: true });
       return reader.prepare<[], { n: number }>("select count(*) as n from events").get()!.n;
     };
-    // The load generator's worker threads sign with the key from their environment.
+    // The load generator's process signs with the key from its environment.
     if (signed) process.env.BENCH_STANDARD_WEBHOOKS_KEY = signingSecret!.slice("whsec_".length);
     const path = signed ? new URL(sourceUrl!).pathname : WEBHOOK_PATH;
     return {
       name,
       url: url + path,
       ...(signed
-        ? { headers: JSON_HEADERS, body: signed.body, setupRequest: SIGN_STANDARD_WEBHOOKS }
+        ? { headers: JSON_HEADERS, body: signed.body, rewrite: SIGN_STANDARD_WEBHOOKS }
         : tenants !== undefined
-          ? { headers: JSON_HEADERS, setupRequest: ROTATE_TOKENS, env: { BENCH_TOKENS: seeded.map((t) => t.token!).join(",") } }
+          ? { headers: JSON_HEADERS, rewrite: ROTATE_TOKENS, env: { BENCH_TOKENS: seeded.map((t) => t.token!).join(",") } }
           : { headers: { ...JSON_HEADERS, "x-webhook-token": token!, "idempotency-key": NEW_ID } }),
       ...requestCounter(app.server.server, path),
       stored,
@@ -443,7 +437,7 @@ async function preflight(target: Target, defaultBody: string, agentplane: boolea
   Object.assign(process.env, target.env);
   const body = target.body ?? defaultBody;
   let headers = Object.fromEntries(Object.entries(target.headers).map(([k, v]) => [k, v.replace(NEW_ID, randomUUID())]));
-  if (target.setupRequest) headers = (createRequire(import.meta.url)(target.setupRequest) as Signer)({ headers, body }).headers;
+  if (target.rewrite) headers = (createRequire(import.meta.url)(target.rewrite) as Signer)({ headers, body }).headers;
   const res = await fetch(target.url, { method: "POST", headers, body });
   const text = await res.text();
   if (res.status !== 202) throw new Error(`${target.name}: answered ${res.status}: ${text}`);
@@ -459,23 +453,15 @@ async function preflight(target: Target, defaultBody: string, agentplane: boolea
   if (forged.status !== 401) throw new Error(`${target.name}: a forged credential got ${forged.status}, expected 401`);
 }
 
-// Every answer must be a 202, so perSec counts accepted events: all 202 over
-// the run's measured wall time.
-function load(target: Target, seconds: number, opts: LoadOptions & { body: string }, label: string): Promise<Result> {
-  // What its setupRequest reads, in the environment its worker threads inherit.
-  Object.assign(process.env, target.env);
-  return runLoad({
-    name: target.name,
-    label,
-    url: target.url,
-    headers: target.headers,
-    seconds,
-    ...opts,
-    ...(target.body !== undefined && { body: target.body }),
-    setupRequest: target.setupRequest,
-    onlyStatus: "202",
-    idReplacement: true,
-  });
+// What the generator sends to a target: its URL and headers, the bench's
+// body unless it has its own, its rewriting module and that module's
+// environment.
+function capacityTarget(target: Target, body: string, name = target.name): CapacityTarget {
+  return {
+    name,
+    paced: { url: target.url, headers: target.headers, body: target.body ?? body, ...(target.rewrite && { rewrite: target.rewrite }) },
+    ...(target.env && { env: target.env }),
+  };
 }
 
 // The file system holding the temporary databases, from /proc/self/mounts
@@ -496,40 +482,16 @@ function fileSystemOf(path: string): string {
   }
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-// Counts stop moving once the requests autocannon abandoned at the end of its
-// last run have been handled.
-async function settled(target: Target, before: number): Promise<number> {
-  const stored = () => target.stored!() - before;
-  let last = stored();
-  for (let i = 0; i < 50; i++) {
-    await sleep(20);
-    const now = stored();
-    if (now === last && now >= target.received() - target.abandoned()) break;
-    last = now;
-  }
-  return stored();
-}
-
-// Accepted requests against what the database holds. autocannon drops the
-// requests still in flight when a run's time is up, so the 2xx it counted can
-// be below the events the server committed, by at most `connections` per
-// load; the server-side request count has no such gap.
-async function checkStore(target: Target, before: number, answered: number, loads: number, connections: number): Promise<string[]> {
-  const stored = await settled(target, before);
+// Accepted requests against what the database holds. The generator waits
+// for every answer and an answer follows its commit, so the rows stored, the
+// requests the server received and the 202s counted must all be equal.
+function checkStore(target: Target, before: number, answered: number): string[] {
+  const stored = target.stored!() - before;
   const received = target.received();
-  const abandoned = target.abandoned();
-  const inFlight = stored - answered;
   const problems: string[] = [];
-  if (stored > received || stored < received - abandoned)
-    problems.push(`${stored} rows stored for ${received} requests received, ${abandoned} of them abandoned by the client`);
-  if (inFlight < 0 || inFlight > loads * connections)
-    problems.push(`${stored} rows stored for ${answered} answered 202, not within [0, ${loads} × ${connections}] more`);
-  const line =
-    `${target.name}: ${stored} stored of ${received} requests received, ${abandoned} abandoned by the client ` +
-    `(${answered} answered 202 + ${inFlight} in flight when a load stopped, at most ${loads}×${connections})`;
-  return [line, ...problems];
+  if (stored !== answered || received !== answered)
+    problems.push(`${stored} rows stored and ${received} requests received for ${answered} answered 202`);
+  return [`${target.name}: ${stored} stored of ${received} requests received, ${answered} answered 202`, ...problems];
 }
 
 // Every event evaluates the matching trigger's filter once; an evaluation
@@ -596,57 +558,35 @@ function checkRuns(target: AgentplaneTarget, filterFailures: number): { line: st
   }
 }
 
-type Load = LoadOptions & { body: string };
+type Settings = ReturnType<typeof capacitySettingsFromEnv>;
 
 interface Measured {
-  summaries: Map<Target, LoadSummary>;
-  // Loads run and 202s counted per target, warm-up included (for the checks).
-  loads: Map<Target, number>;
+  summaries: Map<Target, CapacitySummary>;
+  // 202s counted per target, warm-up included (for the checks).
   answered: Map<Target, number>;
 }
 
-// A warm-up per target, then `duration` s runs in the targets' order and back
-// again: every target runs once in each half, and the mean position of each
-// target's two runs is the same, so a steady drift (thermal, noisy
-// neighbours, the databases growing) does not favour one.
-async function measure(targets: Target[], loadOpts: Load, duration: number): Promise<Measured> {
-  const loads = new Map<Target, number>(targets.map((t) => [t, 0]));
-  const answered = new Map<Target, number>(targets.map((t) => [t, 0]));
-  const record = (t: Target, r: Result) => {
-    loads.set(t, loads.get(t)! + 1);
-    answered.set(t, answered.get(t)! + r["2xx"]);
-  };
-
-  for (const t of targets) {
-    process.stdout.write(`warm-up ${t.name} ... `);
-    const r = await load(t, WARMUP_SECONDS, loadOpts, "warm-up");
-    record(t, r);
-    console.log(`${perSec(r).toFixed(0)} events/s`);
-  }
-
-  const results = new Map<Target, Result[]>(targets.map((t) => [t, []]));
-  const order = [...targets, ...[...targets].reverse()];
-  for (const [i, t] of order.entries()) {
-    process.stdout.write(`run ${i + 1}/${order.length} ${t.name} ... `);
-    const r = await load(t, duration, loadOpts, `run ${i + 1}`);
-    record(t, r);
-    results.get(t)!.push(r);
-    console.log(`${perSec(r).toFixed(0)} events/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms`);
-  }
-
-  const summaries = new Map(targets.map((t) => [t, summarize(t.name, results.get(t)!)]));
+// A warm-up per target, then a capacity search per target in the targets'
+// order and back again (`compareCapacities`).
+async function measure(targets: Target[], body: string, settings: Settings): Promise<Measured> {
+  const rows = await compareCapacities(
+    targets.map((t) => capacityTarget(t, body)),
+    settings,
+    { rate: WARMUP_RATE, seconds: WARMUP_SECONDS },
+  );
+  const summaries = new Map(targets.map((t, i) => [t, rows[i]!]));
   console.log("");
-  printLoadTable([...summaries.values()], { subject: "target", unit: "events/s" });
-  return { summaries, loads, answered };
+  printCapacityTable(rows, "target", "events/s");
+  return { summaries, answered: new Map(targets.map((t, i) => [t, rows[i]!.answered])) };
 }
 
-// Rows of warm-up and runs; the preflight's row, stored before counting
+// Rows of warm-up and searches; the preflight's row, stored before counting
 // began, is left out. Throws when a check failed.
-async function checkDatabases(stores: Target[], agentplanes: AgentplaneTarget[], measured: Measured, connections: number): Promise<void> {
-  console.log("\ndatabase check (warm-up and measured runs):");
+async function checkDatabases(stores: Target[], agentplanes: AgentplaneTarget[], measured: Measured): Promise<void> {
+  console.log("\ndatabase check (warm-up and searches):");
   const failures: string[] = [];
   for (const t of stores) {
-    const [line, ...problems] = await checkStore(t, PREFLIGHT_ROWS, measured.answered.get(t)!, measured.loads.get(t)!, connections);
+    const [line, ...problems] = checkStore(t, PREFLIGHT_ROWS, measured.answered.get(t)!);
     console.log(`  ${problems.length ? "FAILED" : "ok"}  ${line}`);
     failures.push(...problems.map((p) => `${t.name}: ${p}`));
   }
@@ -659,18 +599,18 @@ async function checkDatabases(stores: Target[], agentplanes: AgentplaneTarget[],
   if (failures.length) throw new Error(`database check failed:\n  ${failures.join("\n  ")}`);
 }
 
-function header(loadOpts: Load, duration: number, what: string, order: string): string {
+function header(body: string, settings: Settings, what: string, order: string): string {
   return (
-    `agentplane webhook bench: POST ${WEBHOOK_PATH} (${Buffer.byteLength(loadOpts.body)} B event "${EVENT_TYPE}", ${what}, ` +
+    `agentplane webhook bench: POST ${WEBHOOK_PATH} (${Buffer.byteLength(body)} B event "${EVENT_TYPE}", ${what}, ` +
     `a new Idempotency-Key per request)\n` +
-    `${describeHost()}; ${describeLoad(loadOpts)}\n` +
+    `${describeHost()}\n${describeCapacity(settings)}\n` +
     `SQLite files in ${tmpdir()} (${fileSystemOf(tmpdir())}), journal_mode WAL, synchronous FULL\n` +
     `no runtime: agentplane queues one run per event and does not execute it\n` +
-    `${WARMUP_SECONDS} s warm-up per target, then ${duration} s runs in the order ${order}\n`
+    `${WARMUP_SECONDS} s warm-up at ${WARMUP_RATE}/s per target, then searches in the order ${order}\n`
   );
 }
 
-async function compareBaselines(loadOpts: Load, duration: number, targets: Target[]): Promise<void> {
+async function compareBaselines(body: string, settings: Settings, targets: Target[]): Promise<void> {
   const bare = await startBare();
   targets.push(bare);
   const insert = await startSqliteInsert();
@@ -680,21 +620,21 @@ async function compareBaselines(loadOpts: Load, duration: number, targets: Targe
   const window2 = await startAgentplane("agentplane, window 2 ms", { windowMs: 2, maxBatch: 256 });
   targets.push(window2);
   const agentplanes = [window0, window2];
-  for (const t of targets) await preflight(t, loadOpts.body, agentplanes.includes(t as AgentplaneTarget));
+  for (const t of targets) await preflight(t, body, agentplanes.includes(t as AgentplaneTarget));
   for (const t of targets) t.startCounting();
 
   console.log(
-    header(loadOpts, duration, `${NON_MATCHING_TRIGGERS + 1} webhook triggers, 1 matching, its filter ${MATCHING_FILTER}`, "a, b, w0, w2, w2, w0, b, a"),
+    header(body, settings, `${NON_MATCHING_TRIGGERS + 1} webhook triggers, 1 matching, its filter ${MATCHING_FILTER}`, "a, b, w0, w2, w2, w0, b, a"),
   );
-  const measured = await measure(targets, loadOpts, duration);
+  const measured = await measure(targets, body, settings);
 
   const a = measured.summaries.get(bare)!;
   const b = measured.summaries.get(insert)!;
   console.log("");
   for (const t of agentplanes) {
     const s = measured.summaries.get(t)!;
-    const vsBare = s.perSec / a.perSec;
-    const vsInsert = s.perSec / b.perSec;
+    const vsBare = s.rate / a.rate;
+    const vsInsert = s.rate / b.rate;
     console.log(
       `${s.name} / (a): ${(vsBare * 100).toFixed(1)} % of events/s ` +
         `(target >= ${TARGET_VS_BARE * 100} %: ${vsBare >= TARGET_VS_BARE ? "met" : "NOT met"})`,
@@ -704,75 +644,75 @@ async function compareBaselines(loadOpts: Load, duration: number, targets: Targe
         `(target > ${TARGET_VS_SQLITE.toFixed(1)}x: ${vsInsert > TARGET_VS_SQLITE ? "met" : "NOT met"})`,
     );
   }
-  await checkDatabases([insert, ...agentplanes], agentplanes, measured, loadOpts.connections);
+  await checkDatabases([insert, ...agentplanes], agentplanes, measured);
 }
 
-async function compareTriggerCounts(loadOpts: Load, duration: number, targets: Target[]): Promise<void> {
+async function compareTriggerCounts(body: string, settings: Settings, targets: Target[]): Promise<void> {
   const agentplanes: AgentplaneTarget[] = [];
   for (const n of TRIGGER_COUNTS) {
     const t = await startAgentplane(`agentplane, ${n.toLocaleString("en")} trigger${n === 1 ? "" : "s"}`, undefined, n);
     targets.push(t);
     agentplanes.push(t);
   }
-  for (const t of agentplanes) await preflight(t, loadOpts.body, true);
+  for (const t of agentplanes) await preflight(t, body, true);
   for (const t of agentplanes) t.startCounting();
 
   const counts = TRIGGER_COUNTS.map((n) => n.toLocaleString("en"));
   console.log(
     header(
-      loadOpts,
-      duration,
+      body,
+      settings,
       `${counts.join(" / ")} webhook triggers in the tenant, 1 matching ("${MATCHING_PATTERN}", its filter ${MATCHING_FILTER}); ` +
         `the others exact types, * and ** patterns that do not match`,
       [...counts, ...[...counts].reverse()].join(", "),
     ),
   );
-  const measured = await measure(agentplanes, loadOpts, duration);
+  const measured = await measure(agentplanes, body, settings);
 
   const one = measured.summaries.get(agentplanes[0]!)!;
   console.log("");
   for (const [i, t] of agentplanes.entries()) {
     if (i === 0) continue;
     const s = measured.summaries.get(t)!;
-    const ratio = s.perSec / one.perSec;
+    const ratio = s.rate / one.rate;
     const last = i === agentplanes.length - 1;
     console.log(
       `${s.name} / 1 trigger: ${ratio.toFixed(2)}x events/s` +
         (last ? ` (target >= ${TARGET_VS_ONE_TRIGGER.toFixed(2)}x: ${ratio >= TARGET_VS_ONE_TRIGGER ? "met" : "NOT met"})` : ""),
     );
   }
-  await checkDatabases(agentplanes, agentplanes, measured, loadOpts.connections);
+  await checkDatabases(agentplanes, agentplanes, measured);
 }
 
 // The same service with one tenant sending, and with a hundred sending at
 // once (each its own source, agent and ten triggers; requests spread over
 // them in turn): what the many keep of the one's rate.
-async function compareTenantCounts(loadOpts: Load, duration: number, targets: Target[]): Promise<void> {
+async function compareTenantCounts(body: string, settings: Settings, targets: Target[]): Promise<void> {
   const agentplanes: AgentplaneTarget[] = [];
   for (const n of TENANT_COUNTS) {
     const t = await startAgentplane(`agentplane, ${n} tenant${n === 1 ? "" : "s"}`, undefined, undefined, undefined, n);
     targets.push(t);
     agentplanes.push(t);
   }
-  for (const t of agentplanes) await preflight(t, loadOpts.body, true);
+  for (const t of agentplanes) await preflight(t, body, true);
   for (const t of agentplanes) t.startCounting();
   const counts = TENANT_COUNTS.map(String);
   console.log(
     header(
-      loadOpts,
-      duration,
+      body,
+      settings,
       `${counts.join(" / ")} tenants sending, each with ${NON_MATCHING_TRIGGERS + 1} webhook triggers, 1 matching, its filter ${MATCHING_FILTER}`,
       [...counts, ...[...counts].reverse()].join(", "),
     ),
   );
-  const measured = await measure(agentplanes, loadOpts, duration);
+  const measured = await measure(agentplanes, body, settings);
   const one = measured.summaries.get(agentplanes[0]!)!;
   const many = measured.summaries.get(agentplanes[agentplanes.length - 1]!)!;
-  const ratio = many.perSec / one.perSec;
+  const ratio = many.rate / one.rate;
   console.log(
     `\n${many.name} / 1 tenant: ${ratio.toFixed(2)}x events/s (target >= ${TARGET_VS_ONE_TENANT.toFixed(2)}x: ${ratio >= TARGET_VS_ONE_TENANT ? "met" : "NOT met"})`,
   );
-  await checkDatabases(agentplanes, agentplanes, measured, loadOpts.connections);
+  await checkDatabases(agentplanes, agentplanes, measured);
 }
 
 // An OTLP/HTTP receiver in a child process (a collector runs elsewhere, not
@@ -800,17 +740,17 @@ async function startOtlpSink(): Promise<{ url: string; stats(): Promise<{ export
   };
 }
 
-async function compareTracing(loadOpts: Load, duration: number, targets: Target[]): Promise<void> {
+async function compareTracing(body: string, settings: Settings, targets: Target[]): Promise<void> {
   const rounds = positiveInt("BENCH_ROUNDS", 2);
   const sink = await startOtlpSink();
   try {
-    await measureTracing(loadOpts, duration, targets, sink, rounds);
+    await measureTracing(body, settings, targets, sink, rounds);
   } finally {
     sink.close();
   }
 }
 
-async function measureTracing(loadOpts: Load, duration: number, targets: Target[], sink: Awaited<ReturnType<typeof startOtlpSink>>, rounds: number): Promise<void> {
+async function measureTracing(body: string, settings: Settings, targets: Target[], sink: Awaited<ReturnType<typeof startOtlpSink>>, rounds: number): Promise<void> {
   process.env.OTEL_EXPORTER_OTLP_ENDPOINT = sink.url;
   // Unset: every request sampled (parentbased_always_on, no traceparent sent).
   const sampler = process.env.OTEL_TRACES_SAMPLER ?? "parentbased_always_on";
@@ -833,52 +773,35 @@ async function measureTracing(loadOpts: Load, duration: number, targets: Target[
 
   const t = await startAgentplane("agentplane, window 0 ms (default)", undefined);
   targets.push(t);
-  await preflight(t, loadOpts.body, true);
+  await preflight(t, body, true);
   t.startCounting();
-  const order = Array.from({ length: rounds }, (_, i) => (i % 2 === 0 ? [false, true] : [true, false])).flat();
-  const name = (on: boolean) => (on ? `tracing on (${sampler})` : "tracing off (default)");
+  // Two views of the one server, each turning tracing off or on before its
+  // searches.
+  const off = { ...capacityTarget(t, body, "tracing off (default)"), prepare: () => turn(false) };
+  const on = { ...capacityTarget(t, body, `tracing on (${sampler})`), prepare: () => turn(true) };
+  const order = Array.from({ length: rounds }, (_, i) => (i % 2 === 0 ? ["off", "on"] : ["on", "off"])).flat();
   console.log(
     header(
-      loadOpts,
-      duration,
+      body,
+      settings,
       `${NON_MATCHING_TRIGGERS + 1} webhook triggers, 1 matching, its filter ${MATCHING_FILTER}; OTLP/HTTP protobuf to a sink in a child process`,
-      order.map((on) => (on ? "on" : "off")).join(", "),
+      order.join(", "),
     ),
   );
-  let loads = 0;
-  let answered = 0;
-  const results = new Map<boolean, Result[]>([[false, []], [true, []]]);
-  for (const on of [false, true]) {
-    await turn(on);
-    process.stdout.write(`warm-up ${name(on)} ... `);
-    const r = await load(t, WARMUP_SECONDS, loadOpts, "warm-up");
-    loads++;
-    answered += r["2xx"];
-    console.log(`${perSec(r).toFixed(0)} events/s`);
-  }
-  for (const [i, on] of order.entries()) {
-    await turn(on);
-    process.stdout.write(`run ${i + 1}/${order.length} ${name(on)} ... `);
-    const r = await load(t, duration, loadOpts, `run ${i + 1}`);
-    loads++;
-    answered += r["2xx"];
-    results.get(on)!.push(r);
-    console.log(`${perSec(r).toFixed(0)} events/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms`);
-  }
+  const rows = await compareCapacities([off, on], settings, { rate: WARMUP_RATE, seconds: WARMUP_SECONDS }, rounds);
   await turn(false);
-
-  const off = summarize(name(false), results.get(false)!);
-  const on = summarize(name(true), results.get(true)!);
+  const [offRow, onRow] = rows as [CapacitySummary, CapacitySummary];
   console.log("");
-  printLoadTable([off, on], { subject: "agentplane", unit: "events/s" });
-  const spread = (s: LoadSummary) => `${Math.min(...s.runs).toFixed(0)}–${Math.max(...s.runs).toFixed(0)}`;
+  printCapacityTable(rows, "agentplane", "events/s");
+  const spread = (s: CapacitySummary) => `${Math.min(...s.runs).toFixed(0)}–${Math.max(...s.runs).toFixed(0)}`;
   const { exports, bytes } = await sink.stats();
   console.log(
-    `\non / off: ${((on.perSec / off.perSec) * 100).toFixed(1)} % of events/s (off runs ${spread(off)}, on runs ${spread(on)}); ` +
-      `p50 ${off.p50.toFixed(1)} -> ${on.p50.toFixed(1)} ms, p99 ${off.p99.toFixed(1)} -> ${on.p99.toFixed(1)} ms`,
+    `\non / off: ${((onRow.rate / offRow.rate) * 100).toFixed(1)} % of events/s sustained (off ${spread(offRow)}, on ${spread(onRow)}); ` +
+      `p50 ${offRow.p50.toFixed(1)} -> ${onRow.p50.toFixed(1)} ms, p99 ${offRow.p99.toFixed(1)} -> ${onRow.p99.toFixed(1)} ms`,
   );
   console.log(`exported: ${exports} OTLP requests, ${(bytes / 1e6).toFixed(1)} MB; SDK warnings: ${complaints.length}${complaints.length ? ` (first: ${JSON.parse(complaints[0]!).msg})` : ""}`);
-  await checkDatabases([t], [t], { summaries: new Map(), loads: new Map([[t, loads]]), answered: new Map([[t, answered]]) }, loadOpts.connections);
+  const answered = offRow.answered + onRow.answered;
+  await checkDatabases([t], [t], { summaries: new Map(), answered: new Map([[t, answered]]) });
 }
 
 // The same event as a Standard Webhooks sender sends it: `type`, `data`.
@@ -887,32 +810,32 @@ function standardWebhooksBody(envelope: string): string {
   return JSON.stringify({ type: event_type, timestamp: "2025-03-14T09:26:53.589Z", data: payload });
 }
 
-async function compareSigned(loadOpts: Load, duration: number, targets: Target[]): Promise<void> {
+async function compareSigned(body: string, settings: Settings, targets: Target[]): Promise<void> {
   const envelope = await startAgentplane("agentplane, envelope (X-Webhook-Token)", undefined);
   targets.push(envelope);
-  const signed = await startAgentplane("agentplane, Standard Webhooks (signed)", undefined, undefined, { body: standardWebhooksBody(loadOpts.body) });
+  const signed = await startAgentplane("agentplane, Standard Webhooks (signed)", undefined, undefined, { body: standardWebhooksBody(body) });
   targets.push(signed);
   const agentplanes = [envelope, signed];
-  for (const t of agentplanes) await preflight(t, loadOpts.body, true);
+  for (const t of agentplanes) await preflight(t, body, true);
   for (const t of agentplanes) t.startCounting();
   console.log(
     header(
-      loadOpts,
-      duration,
+      body,
+      settings,
       `${NON_MATCHING_TRIGGERS + 1} webhook triggers, 1 matching, its filter ${MATCHING_FILTER}; the signed target at ` +
         `/webhooks/sources/{id}, each request signed (HMAC-SHA256) by the load generator with a new webhook-id`,
       "envelope, signed, signed, envelope",
     ),
   );
-  const measured = await measure(agentplanes, loadOpts, duration);
+  const measured = await measure(agentplanes, body, settings);
   const e = measured.summaries.get(envelope)!;
   const s = measured.summaries.get(signed)!;
   console.log(
     `
-signed / envelope: ${((s.perSec / e.perSec) * 100).toFixed(1)} % of events/s; ` +
+signed / envelope: ${((s.rate / e.rate) * 100).toFixed(1)} % of events/s; ` +
       `p50 ${e.p50.toFixed(1)} -> ${s.p50.toFixed(1)} ms, p99 ${e.p99.toFixed(1)} -> ${s.p99.toFixed(1)} ms`,
   );
-  await checkDatabases(agentplanes, agentplanes, measured, loadOpts.connections);
+  await checkDatabases(agentplanes, agentplanes, measured);
 }
 
 const MODES = { baselines: compareBaselines, triggers: compareTriggerCounts, tenants: compareTenantCounts, tracing: compareTracing, signed: compareSigned };
@@ -924,11 +847,10 @@ const MODES = { baselines: compareBaselines, triggers: compareTriggerCounts, ten
 async function main(): Promise<void> {
   const mode = process.argv[2] ?? "baselines";
   if (!(mode in MODES)) throw new Error(`unknown mode "${mode}": ${Object.keys(MODES).join(", ")} (baselines by default)`);
-  const { duration, connections, workers } = loadSettingsFromEnv();
-  const loadOpts = { connections, workers, body: eventBody() };
+  const settings = capacitySettingsFromEnv();
   const targets: Target[] = [];
   try {
-    await MODES[mode as keyof typeof MODES](loadOpts, duration, targets);
+    await MODES[mode as keyof typeof MODES](eventBody(), settings, targets);
   } finally {
     for (const t of targets.reverse()) await t.close();
   }

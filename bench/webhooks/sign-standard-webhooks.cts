@@ -1,8 +1,8 @@
-// autocannon's setupRequest for `run.js signed`: signs every request as a
-// Standard Webhooks sender does, with a new webhook-id (so each is a new
-// event) and the current time. CommonJS, because autocannon loads it with
-// require() in its worker thread; the key comes from the environment the
-// worker inherits.
+// The request rewriter of `run.js signed` (the paced generator's `rewrite`):
+// signs every request as a Standard Webhooks sender does, with a new
+// webhook-id (so each is a new event) and the current time. CommonJS, because
+// the generator's process and the bench's preflight load it with require();
+// the key comes from the environment the generator's process inherits.
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- a CommonJS module (see above)
 import crypto = require("node:crypto");
 
