@@ -3,8 +3,8 @@
 // generator's own process (`paced-process.ts`), timed from each request's
 // scheduled send; it passes when every request was answered with the expected
 // status and the p99 stayed within the latency objective. Rates double from
-// `start` until a step fails, then bisect between the last pass and the first
-// failure. A closed loop of N connections would slow down with the server and
+// `start` until a rate fails twice in a row, then bisect between the last pass
+// and that failure. A closed loop of N connections would slow down with the server and
 // report its rate at whatever latency N implies; this reports the rate at a
 // stated latency.
 import { fork, type ChildProcess } from "node:child_process";
@@ -102,12 +102,20 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 // `log` sees each step as it ends.
 export async function findCapacity(gen: PacedGenerator, opts: CapacityOptions, log: (s: Step) => void): Promise<Capacity> {
   const steps: Step[] = [];
-  const run = async (rate: number): Promise<Step> => {
+  const once = async (rate: number): Promise<Step> => {
     if (steps.length) await sleep(opts.pauseMs);
     const s = judge(await gen.step({ rate: Math.round(rate), seconds: opts.seconds }), opts);
     steps.push(s);
     log(s);
     return s;
+  };
+  // A failed rate is offered once more before it counts as failed: one
+  // stall (a second-long fsync, a GC) in a step would otherwise cap the
+  // search below a rate the server keeps up with, since it never goes back
+  // above a failure.
+  const run = async (rate: number): Promise<Step> => {
+    const s = await once(rate);
+    return s.passed ? s : once(rate);
   };
   let pass: Step | undefined;
   let fail: number | undefined;
@@ -149,7 +157,7 @@ export function capacitySettingsFromEnv(): CapacityOptions & { sockets: number }
 export const describeCapacity = (o: CapacityOptions & { sockets: number }): string =>
   `open-loop paced steps of ${o.seconds} s from a generator process of its own (at most ${o.sockets} sockets), ` +
   `latency from each request's scheduled send; a step passes when every request is answered ${o.status} with p99 <= ${o.sloMs} ms; ` +
-  `rates double from ${o.start}/s to the first failure, then ${o.bisections} bisections`;
+  `a failed step is offered once more before its rate counts as failed; rates double from ${o.start}/s to the first failed rate, then ${o.bisections} bisections`;
 
 export interface CapacityTarget {
   name: string;
