@@ -3,10 +3,10 @@
 // generator's own process (`paced-process.ts`), timed from each request's
 // scheduled send; it passes when every request was answered with the expected
 // status and the p99 stayed within the latency objective. Rates double from
-// `start` until a rate fails twice in a row, then bisect between the last pass
-// and that failure. A closed loop of N connections would slow down with the server and
-// report its rate at whatever latency N implies; this reports the rate at a
-// stated latency.
+// `start` until a rate fails twice in a row, then bisect between the last
+// pass and that failure. A closed loop of N connections would slow down with
+// the server and report its rate at whatever latency N implies; this reports
+// the rate at a stated latency.
 import { fork, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { nonNegativeInt, positiveInt } from "./env.js";
@@ -110,9 +110,9 @@ export async function findCapacity(gen: PacedGenerator, opts: CapacityOptions, l
     return s;
   };
   // A failed rate is offered once more before it counts as failed: one
-  // stall (a second-long fsync, a GC) in a step would otherwise cap the
-  // search below a rate the server keeps up with, since it never goes back
-  // above a failure.
+  // stall in a step (a commit's fsync that takes up to a second on a shared
+  // disk) would otherwise cap the search below a rate the server keeps up
+  // with, since it never goes back above a failure.
   const run = async (rate: number): Promise<Step> => {
     const s = await once(rate);
     return s.passed ? s : once(rate);
