@@ -50,19 +50,18 @@ export interface Capacity {
   generatorCpu: number;
 }
 
+// A step's requests each end answered or failed (the generator waits for
+// every one), so with no error and no other status, all were answered.
 function judge(r: StepResult, opts: CapacityOptions): Step {
-  const expected = r.statuses[opts.status] ?? 0;
   const other = Object.entries(r.statuses).filter(([code]) => code !== opts.status);
   const reason =
     r.errors > 0
-      ? `${r.errors} request errors`
+      ? `${r.errors} of ${r.sent} requests without an answer`
       : other.length
         ? `answered ${other.map(([c, n]) => `${c}×${n}`).join(", ")}`
-        : expected !== r.sent
-          ? `${r.sent - expected} of ${r.sent} unanswered`
-          : r.p99 > opts.sloMs
-            ? `p99 ${r.p99.toFixed(1)} ms > ${opts.sloMs} ms`
-            : undefined;
+        : r.p99 > opts.sloMs
+          ? `p99 ${r.p99.toFixed(1)} ms > ${opts.sloMs} ms`
+          : undefined;
   return { ...r, passed: reason === undefined, ...(reason && { reason }) };
 }
 
@@ -72,28 +71,44 @@ export class PacedGenerator {
 
   static async start(target: PacedTarget, env?: Record<string, string>): Promise<PacedGenerator> {
     const child = fork(CHILD, [], { env: { ...process.env, ...env }, stdio: ["ignore", "inherit", "inherit", "ipc"] });
-    await new Promise<void>((resolve, reject) => {
-      child.once("message", () => resolve());
-      child.once("exit", (code) => reject(new Error(`the load generator exited (${code}) before it was ready`)));
-      child.send(target);
-    });
-    return new PacedGenerator(child);
+    // A failed send is reported to its caller (below); without a listener
+    // the channel's own error would end this process before any clean-up.
+    child.on("error", () => undefined);
+    const generator = new PacedGenerator(child);
+    await generator.#ask(target, "before it was ready");
+    return generator;
   }
 
   step(request: StepRequest): Promise<StepResult> {
+    return this.#ask(request, "during a step");
+  }
+
+  // Sends one message and resolves with the child's answer; rejects when the
+  // child is gone or goes before answering.
+  #ask<T>(message: unknown, when: string): Promise<T> {
     return new Promise((resolve, reject) => {
-      const exit = (code: number | null) => reject(new Error(`the load generator exited (${code}) during a step`));
-      this.child.once("exit", exit);
-      this.child.once("message", (r: StepResult) => {
+      const exit = (code: number | null) => {
+        this.child.off("message", answer);
+        reject(new Error(`the load generator exited (${code}) ${when}`));
+      };
+      const answer = (r: T) => {
         this.child.off("exit", exit);
         resolve(r);
+      };
+      if (!this.child.connected) return reject(new Error(`the load generator is gone ${when}`));
+      this.child.once("exit", exit);
+      this.child.once("message", answer);
+      this.child.send(message as object, (err) => {
+        if (!err) return;
+        this.child.off("exit", exit);
+        this.child.off("message", answer);
+        reject(new Error(`the load generator could not be reached ${when}: ${err.message}`));
       });
-      this.child.send(request);
     });
   }
 
   close(): void {
-    this.child.disconnect();
+    if (this.child.connected) this.child.disconnect();
   }
 }
 
@@ -127,11 +142,14 @@ export async function findCapacity(gen: PacedGenerator, opts: CapacityOptions, l
   if (fail !== undefined)
     for (let i = 0; i < opts.bisections; i++) {
       const lo = pass?.rate ?? 0;
-      const s = await run((lo + fail) / 2);
+      const mid = Math.round((lo + fail) / 2);
+      // Steps are whole requests/s: a bracket this narrow is as close as it gets.
+      if (mid <= lo || mid >= fail) break;
+      const s = await run(mid);
       if (s.passed) pass = s;
       else fail = s.rate;
     }
-  return { rate: pass?.rate ?? 0, steps, ...(pass && { best: pass }), generatorCpu: Math.max(...steps.map((s) => s.cpu)) };
+  return { rate: pass?.rate ?? 0, steps, ...(pass && { best: pass }), generatorCpu: Math.max(0, ...steps.map((s) => s.cpu)) };
 }
 
 // BENCH_STEP_SECONDS (5), BENCH_SLO_MS (500), BENCH_START_RATE (1000),
@@ -142,7 +160,7 @@ export async function findCapacity(gen: PacedGenerator, opts: CapacityOptions, l
 // ms whatever the rate (bench/README), and every acknowledgement waits for
 // one.
 export function capacitySettingsFromEnv(): CapacityOptions & { sockets: number } {
-  return {
+  const settings = {
     seconds: positiveInt("BENCH_STEP_SECONDS", 5),
     sloMs: positiveInt("BENCH_SLO_MS", 500),
     start: positiveInt("BENCH_START_RATE", 1000),
@@ -152,6 +170,8 @@ export function capacitySettingsFromEnv(): CapacityOptions & { sockets: number }
     pauseMs: 1000,
     maxRate: 64_000,
   };
+  if (settings.start > settings.maxRate) throw new Error(`BENCH_START_RATE must be at most ${settings.maxRate}, got ${settings.start}`);
+  return settings;
 }
 
 export const describeCapacity = (o: CapacityOptions & { sockets: number }): string =>
@@ -177,7 +197,9 @@ export interface CapacitySummary {
   p50: number;
   p99: number;
   generatorCpu: number;
-  // Answers with the expected status over every step, warm-up included.
+  // Over every step, warm-up included: requests sent, and those answered
+  // with the expected status.
+  sent: number;
   answered: number;
 }
 
@@ -194,8 +216,12 @@ export async function compareCapacities(
   const generators = new Map<CapacityTarget, PacedGenerator>();
   try {
     for (const t of targets) generators.set(t, await PacedGenerator.start({ ...t.paced, sockets: opts.sockets }, t.env));
+    const sent = new Map<CapacityTarget, number>(targets.map((t) => [t, 0]));
     const answered = new Map<CapacityTarget, number>(targets.map((t) => [t, 0]));
-    const count = (t: CapacityTarget, s: StepResult) => answered.set(t, answered.get(t)! + (s.statuses[opts.status] ?? 0));
+    const count = (t: CapacityTarget, s: StepResult) => {
+      sent.set(t, sent.get(t)! + s.sent);
+      answered.set(t, answered.get(t)! + (s.statuses[opts.status] ?? 0));
+    };
     for (const t of targets) {
       await t.prepare?.();
       process.stdout.write(`warm-up ${t.name}: ${warmup.rate}/s for ${warmup.seconds} s ... `);
@@ -228,7 +254,8 @@ export async function compareCapacities(
         runs: cs.map((c) => c.rate),
         p50: bests.length ? mean(bests.map((b) => b.p50)) : NaN,
         p99: bests.length ? mean(bests.map((b) => b.p99)) : NaN,
-        generatorCpu: Math.max(...cs.map((c) => c.generatorCpu)),
+        generatorCpu: Math.max(0, ...cs.map((c) => c.generatorCpu)),
+        sent: sent.get(t)!,
         answered: answered.get(t)!,
       };
     });

@@ -38,6 +38,9 @@ export interface PacedLoad {
   cpu(): { cpuMs: number; wallMs: number };
 }
 
+// Far beyond any latency a bench reports, well within a run.
+const IDLE_TIMEOUT_MS = 60_000;
+
 export function pacedLoad(options: PacedOptions): PacedLoad {
   const agent = new Agent({ keepAlive: true, maxSockets: options.sockets });
   const total = Math.round(options.rate * options.seconds);
@@ -58,9 +61,20 @@ export function pacedLoad(options: PacedOptions): PacedLoad {
   const send = (n: number) => {
     const scheduled = started + (n * 1000) / options.rate;
     const body = options.body(n);
+    // Each request settles once: its answer's end, or its first error.
+    let over = false;
+    const failed = () => {
+      if (over) return;
+      over = true;
+      current.errors++;
+      settle();
+    };
     const req = request(options.url, { method: "POST", agent, headers: { ...options.headers, ...options.headersOf?.(n), "content-length": Buffer.byteLength(body) } }, (res) => {
       res.resume();
+      res.on("error", failed);
       res.on("end", () => {
+        if (over) return;
+        over = true;
         current.answered++;
         current.latencies.push(performance.now() - scheduled);
         const code = String(res.statusCode);
@@ -68,10 +82,10 @@ export function pacedLoad(options: PacedOptions): PacedLoad {
         settle();
       });
     });
-    req.on("error", () => {
-      current.errors++;
-      settle();
-    });
+    req.on("error", failed);
+    // A socket silent this long (a server that stopped answering, an answer
+    // cut off after its headers) fails its request, so `done` still comes.
+    req.setTimeout(IDLE_TIMEOUT_MS, () => req.destroy(new Error("no answer")));
     req.end(body);
     current.sent++;
   };
