@@ -199,6 +199,15 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
   // connection's alone.
   const writer = options.path === ":memory:" ? undefined : new WriterThread(options);
   const signals = new SqliteSignals(raw, options.signals, writer);
+  // A run the writer thread committed is claimable at once, but this process
+  // says it was queued (its "run queued" line, its signals) when it handles
+  // the writer's answer: a claim here waits for the answers to the writes in
+  // flight when it was asked for, so no worker of this thread starts a run
+  // before then (as the signals wait, signals.ts). One commit's wait at most.
+  const runQueue = createSqliteRunQueue(raw);
+  const queue: typeof runQueue = writer
+    ? { ...runQueue, claim: (...args) => new Promise<void>((answered) => writer.afterInFlight(answered)).then(() => runQueue.claim(...args)) }
+    : runQueue;
 
   // This process's writes are signalled to it as they commit; other
   // processes' are seen by SqliteSignals.
@@ -245,7 +254,7 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
       queueStats: () => run(() => queueStats()()),
     },
     webhooks: createSqliteWebhookStore(raw, options.groupCommit ?? { windowMs: 0, maxBatch: 256 }, writer),
-    queue: createSqliteRunQueue(raw),
+    queue,
     schedules: createSqliteScheduleStore(raw),
     signals,
     rateLimits: writer ? { take: (...args) => writer.take(...args) } : createSqliteRateLimits(raw),
