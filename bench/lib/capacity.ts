@@ -11,6 +11,7 @@ import { fork, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { nonNegativeInt, positiveInt } from "./env.js";
 import type { PacedTarget, StepRequest, StepResult } from "./paced-process.js";
+import { sleep } from "./serve.js";
 import { mean } from "./stats.js";
 import { printTable } from "./table.js";
 
@@ -111,8 +112,6 @@ export class PacedGenerator {
     if (this.child.connected) this.child.disconnect();
   }
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // `log` sees each step as it ends.
 export async function findCapacity(gen: PacedGenerator, opts: CapacityOptions, log: (s: Step) => void): Promise<Capacity> {
