@@ -77,6 +77,10 @@ async function hammer(clock: SteppedClock, takers: (() => Promise<number>)[], ms
 }
 
 const OK_TAKE = { ok: true };
+
+// One bucket's take, as a call of one.
+const takeOne = async (store: RateLimitStore, key: string, ratePerSecond: number, burst: number, now: number, want = 1) =>
+  (await store.take([{ key, ratePerSecond, burst, want }], now))[0];
 const RATE = 400;
 const BURST = 100;
 // The bucket refills for the last step's time too, but nobody takes it.
@@ -111,24 +115,53 @@ describe.each([
   it("starts a bucket full, grants up to what is asked, and says when the next token comes", async () => {
     const { rateLimits } = connect();
     const t = 1_000_000;
-    expect(await rateLimits.take("fresh", 10, 5, t, 3)).toEqual({ ok: true, granted: 3 });
-    expect(await rateLimits.take("fresh", 10, 5, t, 3)).toEqual({ ok: true, granted: 2 });
-    const refused = await rateLimits.take("fresh", 10, 5, t);
+    expect(await takeOne(rateLimits, "fresh", 10, 5, t, 3)).toEqual({ ok: true, granted: 3 });
+    expect(await takeOne(rateLimits, "fresh", 10, 5, t, 3)).toEqual({ ok: true, granted: 2 });
+    const refused = await takeOne(rateLimits, "fresh", 10, 5, t);
     expect(refused).toEqual({ ok: false, retryAfterMs: 100 });
     // Half a token refilled: the other half comes in 50 ms.
-    expect(await rateLimits.take("fresh", 10, 5, t + 50)).toEqual({ ok: false, retryAfterMs: 50 });
-    expect(await rateLimits.take("fresh", 10, 5, t + 100)).toEqual({ ok: true, granted: 1 });
+    expect(await takeOne(rateLimits, "fresh", 10, 5, t + 50)).toEqual({ ok: false, retryAfterMs: 50 });
+    expect(await takeOne(rateLimits, "fresh", 10, 5, t + 100)).toEqual({ ok: true, granted: 1 });
     // Refills up to the burst, no further.
-    expect(await rateLimits.take("fresh", 10, 5, t + 60_000, 100)).toEqual({ ok: true, granted: 5 });
+    expect(await takeOne(rateLimits, "fresh", 10, 5, t + 60_000, 100)).toEqual({ ok: true, granted: 5 });
     // A clock behind the bucket's (another replica's) refills nothing.
-    expect(await rateLimits.take("fresh", 10, 5, t, 1)).toEqual({ ok: false, retryAfterMs: 100 });
+    expect(await takeOne(rateLimits, "fresh", 10, 5, t, 1)).toEqual({ ok: false, retryAfterMs: 100 });
   });
 
   it("keeps one bucket per key", async () => {
     const { rateLimits } = connect();
-    expect(await rateLimits.take("a", 1, 1, 5_000)).toEqual({ ok: true, granted: 1 });
-    expect(await rateLimits.take("a", 1, 1, 5_000)).toEqual({ ok: false, retryAfterMs: 1000 });
-    expect(await rateLimits.take("b", 1, 1, 5_000)).toEqual({ ok: true, granted: 1 });
+    expect(await takeOne(rateLimits, "a", 1, 1, 5_000)).toEqual({ ok: true, granted: 1 });
+    expect(await takeOne(rateLimits, "a", 1, 1, 5_000)).toEqual({ ok: false, retryAfterMs: 1000 });
+    expect(await takeOne(rateLimits, "b", 1, 1, 5_000)).toEqual({ ok: true, granted: 1 });
+  });
+
+  it("takes from several buckets in one call, answering in the order asked", async () => {
+    const { rateLimits } = connect();
+    const t = 2_000_000;
+    await takeOne(rateLimits, "many-empty", 10, 1, t);
+    const taken = await rateLimits.take(
+      [
+        { key: "many-fresh", ratePerSecond: 10, burst: 5, want: 3 },
+        { key: "many-empty", ratePerSecond: 10, burst: 1, want: 1 },
+        { key: "many-small", ratePerSecond: 1000, burst: 2, want: 10 },
+      ],
+      t,
+    );
+    expect(taken).toEqual([{ ok: true, granted: 3 }, { ok: false, retryAfterMs: 100 }, { ok: true, granted: 2 }]);
+    // Each bucket kept what its take left.
+    expect(await takeOne(rateLimits, "many-fresh", 10, 5, t, 5)).toEqual({ ok: true, granted: 2 });
+    expect(await takeOne(rateLimits, "many-small", 1000, 2, t)).toEqual({ ok: false, retryAfterMs: 1 });
+  });
+
+  // Two connections creating the same new buckets in opposite orders: each
+  // bucket starts full once, and neither call deadlocks or fails.
+  it("creates the same new buckets from two connections at once", async () => {
+    const [a, b] = [connect().rateLimits, connect().rateLimits];
+    const keys = Array.from({ length: 50 }, (_, i) => `race-${i}`);
+    const asked = (order: string[]) => order.map((key) => ({ key, ratePerSecond: 1, burst: 3, want: 2 }));
+    const [first, second] = await Promise.all([a.take(asked(keys), 9_000), b.take(asked([...keys].reverse()), 9_000)]);
+    const granted = (results: typeof first, i: number) => (results[i]!.ok ? (results[i] as { granted: number }).granted : 0);
+    for (let i = 0; i < keys.length; i++) expect(granted(first, i) + granted(second, keys.length - 1 - i)).toBe(3);
   });
 
   it("holds the rate across three connections taking one token at a time", async () => {
@@ -137,7 +170,7 @@ describe.each([
     const { accepted, seconds } = await hammer(
       clock,
       stores.map((s) => async () => {
-        const r = await s.take("shared-store", RATE, BURST, clock.now());
+        const r = (await takeOne(s, "shared-store", RATE, BURST, clock.now()))!;
         return r.ok ? r.granted : 0;
       }),
       2000,
@@ -236,10 +269,36 @@ describe.each([
     for (const result of results) expect(result).toEqual(OK_TAKE);
   });
 
+  // A hundred sources sending at once, each running out of its lease: their
+  // renewals share the store calls rather than making one each.
+  it("renews the leases of many keys together, one store call at a time", async () => {
+    const clock = new SteppedClock();
+    const { rateLimits } = connect();
+    const calls: number[] = [];
+    let inFlight = 0;
+    const counted: RateLimitStore = {
+      take: async (takes, now) => {
+        expect(++inFlight).toBe(1);
+        calls.push(takes.length);
+        return rateLimits.take(takes, now).finally(() => inFlight--);
+      },
+    };
+    const limiter = new RateLimiter({ store: counted, ratePerSecond: 100, burst: 100, now: clock.now });
+    const keys = Array.from({ length: 100 }, (_, i) => `source-${i}`);
+    for (let round = 0; round < 3; round++) {
+      const results = await Promise.all(keys.map((key) => limiter.take(key)));
+      for (const result of results) expect(result).toEqual(OK_TAKE);
+      // Past the lease: every key asks again.
+      clock.ms += 1_000;
+    }
+    // The first key's call, then the other 99 in the next, each round.
+    expect(calls).toEqual([1, 99, 1, 99, 1, 99]);
+  });
+
   it("fails closed when the store is unavailable", async () => {
     const c = engine.connect();
     await c.close();
-    await expect(c.rateLimits.take("k", 1, 1, Date.now())).rejects.toBeInstanceOf(StoreUnavailableError);
+    await expect(takeOne(c.rateLimits, "k", 1, 1, Date.now())).rejects.toBeInstanceOf(StoreUnavailableError);
     const limiter = new RateLimiter({ store: c.rateLimits, ratePerSecond: 1, burst: 1 });
     await expect(limiter.take("k")).rejects.toBeInstanceOf(StoreUnavailableError);
   });

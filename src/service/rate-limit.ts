@@ -25,6 +25,13 @@ interface Lease {
   pending?: Promise<void>;
 }
 
+interface Renewal {
+  key: string;
+  lease: Lease;
+  resolve(): void;
+  reject(err: unknown): void;
+}
+
 const OK: TakeResult = { ok: true };
 const SWEEP_EVERY_MS = 10_000;
 
@@ -36,15 +43,19 @@ const SWEEP_EVERY_MS = 10_000;
 // within `leaseMs` or dropped. Tokens are only ever taken from the shared bucket, so
 // all replicas together never pass the rate; leases sized by demand keep a
 // quiet replica from holding tokens a busy one needs, and one replica alone
-// gets the whole rate. One store call per key is in flight per process; the
-// takes that arrive meanwhile wait for it, and a key in steady use makes that
-// call as it spends its last token, ahead of the request that needs more. An
+// gets the whole rate. One renewal per key is under way per process; the
+// takes that arrive meanwhile wait for it, and a key in steady use asks for
+// it as it spends its last token, ahead of the request that needs more. An
 // empty bucket says when its next token comes, and takes until then are
-// refused here without asking.
+// refused here without asking. The renewals of every key go to the store
+// together, one call at a time: with a hundred sources sending, a call per
+// key was a transaction per source every 50 ms.
 export class RateLimiter {
   readonly #o: Required<RateLimiterOptions>;
   readonly #maxLease: number;
   readonly #leases = new Map<string, Lease>();
+  readonly #queued: Renewal[] = [];
+  #calling = false;
   #sweepAt = 0;
 
   constructor(options: RateLimiterOptions) {
@@ -77,18 +88,47 @@ export class RateLimiter {
     }
   }
 
-  async #renew(key: string, lease: Lease): Promise<void> {
-    const want = Math.min(this.#maxLease, Math.max(1, Math.ceil(this.#demand(lease, this.#o.now()))));
-    const taken = await this.#o.store.take(key, this.#o.ratePerSecond, this.#o.burst, this.#o.now(), want);
-    const now = this.#o.now();
-    if (taken.ok) {
-      // Tokens still unspent when renewed ahead stay spendable.
-      lease.tokens = (now < lease.expires ? lease.tokens : 0) + taken.granted;
-      lease.expires = now + this.#o.leaseMs;
-    } else {
-      lease.tokens = 0;
-      lease.emptyUntil = now + taken.retryAfterMs;
+  // Queued for the next store call; resolved once the lease is renewed.
+  #renew(key: string, lease: Lease): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.#queued.push({ key, lease, resolve, reject });
+      if (!this.#calling) void this.#call();
+    });
+  }
+
+  // One store call at a time, for every renewal queued when it starts: the
+  // keys that ran out while a call was under way share the next one.
+  async #call(): Promise<void> {
+    this.#calling = true;
+    while (this.#queued.length) {
+      const renewals = this.#queued.splice(0);
+      const asked = this.#o.now();
+      const takes = renewals.map(({ key, lease }) => ({
+        key,
+        ratePerSecond: this.#o.ratePerSecond,
+        burst: this.#o.burst,
+        want: Math.min(this.#maxLease, Math.max(1, Math.ceil(this.#demand(lease, asked)))),
+      }));
+      try {
+        const taken = await this.#o.store.take(takes, asked);
+        const now = this.#o.now();
+        renewals.forEach(({ lease, resolve }, i) => {
+          const result = taken[i]!;
+          if (result.ok) {
+            // Tokens still unspent when renewed ahead stay spendable.
+            lease.tokens = (now < lease.expires ? lease.tokens : 0) + result.granted;
+            lease.expires = now + this.#o.leaseMs;
+          } else {
+            lease.tokens = 0;
+            lease.emptyUntil = now + result.retryAfterMs;
+          }
+          resolve();
+        });
+      } catch (err) {
+        for (const { reject } of renewals) reject(err);
+      }
     }
+    this.#calling = false;
   }
 
   #count(lease: Lease, now: number): void {

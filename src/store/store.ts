@@ -246,11 +246,23 @@ export interface StoreSignals {
 // `retryAfterMs`: until the bucket holds one token again.
 export type RateLimitResult = { ok: true; granted: number } | { ok: false; retryAfterMs: number };
 
+// Up to `want` tokens from the bucket `key`, refilled at `ratePerSecond` and
+// holding at most `burst`.
+export interface BucketTake {
+  key: string;
+  ratePerSecond: number;
+  burst: number;
+  want: number;
+}
+
 export interface RateLimitStore {
-  // Takes up to `want` tokens (default 1) from the bucket `key` (refilled at
-  // `ratePerSecond`, holding at most `burst`), one bucket for every process
-  // and replica on the database; refused when it holds less than one.
-  take(key: string, ratePerSecond: number, burst: number, now: number, want?: number): Promise<RateLimitResult>;
+  // Takes from each bucket (one for every process and replica on the
+  // database) in one transaction, answering in the order asked; a take is
+  // refused when its bucket holds less than one token. Keys are distinct:
+  // a process has one take of a key in flight at a time. Batched because a
+  // call per key was a transaction per busy webhook source every 50 ms or so
+  // (service/rate-limit.ts), beside the ingest's commits.
+  take(takes: BucketTake[], now: number): Promise<RateLimitResult[]>;
 }
 
 export interface PruneResult {

@@ -5,10 +5,11 @@ import type Database from "better-sqlite3";
 import { openConnection, type SqliteOptions } from "./connection.js";
 import { UNAVAILABLE_CODES } from "./errors.js";
 import { createIngestCommitter, plainError, type EncodedIngest, type PlainError, type PlainOutcome } from "./ingest-commit.js";
-import { createBucketTake, type TakeArgs, type Taken } from "./rate-limits.js";
+import type { RateLimitResult } from "../store.js";
+import { createBucketTake, type TakeArgs } from "./rate-limits.js";
 
 export type ToWriter = { id: number; batch: EncodedIngest[] } | { id: number; take: TakeArgs } | { close: true };
-export type FromWriter = { id: number; outcomes: PlainOutcome[] } | { id: number; taken: Taken } | { id: number; failed: PlainError };
+export type FromWriter = { id: number; outcomes: PlainOutcome[] } | { id: number; taken: RateLimitResult[] } | { id: number; failed: PlainError };
 
 const port = parentPort!;
 const options = workerData as SqliteOptions;

@@ -19,13 +19,14 @@ import { StoreUnavailableError } from "../errors.js";
 import type { SqliteOptions } from "./connection.js";
 import { toStoreError } from "./errors.js";
 import { fromPlainError, type EncodedIngest, type PlainOutcome } from "./ingest-commit.js";
-import type { TakeArgs, Taken } from "./rate-limits.js";
+import type { RateLimitResult } from "../store.js";
+import type { TakeArgs } from "./rate-limits.js";
 import type { FromWriter, ToWriter } from "./writer-thread.js";
 
 // A thread that does not finish its write and close within this is stopped.
 const CLOSE_WAIT_MS = 10_000;
 
-type Answer = FromWriter & { outcomes?: PlainOutcome[]; taken?: Taken };
+type Answer = FromWriter & { outcomes?: PlainOutcome[]; taken?: RateLimitResult[] };
 
 interface Waiting {
   resolve(answer: Answer): void;
@@ -93,7 +94,7 @@ export class WriterThread {
     return (await this.#ask((id) => ({ id, batch }))).outcomes!;
   }
 
-  async take(...take: TakeArgs): Promise<Taken> {
+  async take(...take: TakeArgs): Promise<RateLimitResult[]> {
     return (await this.#ask((id) => ({ id, take }))).taken!;
   }
 
