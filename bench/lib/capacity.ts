@@ -202,6 +202,10 @@ export interface CapacitySummary {
   answered: number;
 }
 
+// One capacity as a share of another; NaN (never "met") when the other
+// passed no step.
+export const ratioOf = (a: CapacitySummary, b: CapacitySummary): number => (b.rate > 0 ? a.rate / b.rate : NaN);
+
 // A warm-up step per target, then `rounds` searches each, in the targets'
 // order and back again in turn: with two rounds every target runs once in
 // each half and the mean position of its searches is the same, so a steady

@@ -80,6 +80,7 @@ import {
   compareCapacities,
   describeCapacity,
   printCapacityTable,
+  ratioOf,
   type CapacitySummary,
   type CapacityTarget,
 } from "../lib/capacity.js";
@@ -574,9 +575,6 @@ function checkRuns(target: AgentplaneTarget, filterFailures: number): { line: st
 
 type Settings = ReturnType<typeof capacitySettingsFromEnv>;
 
-// One capacity as a share of another; NaN (never "met") when the other
-// passed no step.
-const ratioOf = (a: CapacitySummary, b: CapacitySummary): number => (b.rate > 0 ? a.rate / b.rate : NaN);
 
 // A warm-up per target, then a capacity search per target in the targets'
 // order and back again (`compareCapacities`).
