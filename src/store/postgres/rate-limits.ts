@@ -20,7 +20,7 @@ import { pg } from "./errors.js";
 // read it whole once it holds every source's bucket.
 const TAKE = `
   with asked as (
-    select * from jsonb_to_recordset($1::text::jsonb) as a(key text, "ratePerSecond" float8, burst float8, want int4)
+    select * from jsonb_to_recordset($1::text::jsonb) as a(key text, "ratePerSecond" float8, burst float8, want int8)
   ), locked as (
     select b.key, b.tokens, b.refill_time from rate_limit_buckets b
     where b.key in (select key from asked) order by b.key for update
@@ -39,7 +39,7 @@ const TAKE = `
 const CREATE = `
   insert into rate_limit_buckets (key, tokens, refill_time)
   select key, burst - least(want, floor(burst)), $2::int8
-  from jsonb_to_recordset($1::text::jsonb) as f(key text, burst float8, want int4)
+  from jsonb_to_recordset($1::text::jsonb) as f(key text, burst float8, want int8)
   order by key
   on conflict (key) do nothing returning key`;
 
