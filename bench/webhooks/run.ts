@@ -25,7 +25,8 @@
 //
 // `tenants` mode: agentplane twice, one tenant sending and a hundred (each
 // request to the next tenant's source); the hundred's capacity as a ratio to
-// the one's.
+// the one's. BENCH_ENGINE=postgres puts both on PostgreSQL (a database each,
+// created on AGENTPLANE_BENCH_POSTGRES_URL and dropped after).
 //
 // `tracing` mode: agentplane alone, with tracing off (no SDK, as by default)
 // and on (the SDK as `serve` starts it for OTEL_TRACES_EXPORTER=otlp, every
@@ -65,6 +66,7 @@ import {
 } from "../../gen/platform/v1/platform_service_pb.js";
 import { context, diag, propagation, trace } from "@opentelemetry/api";
 import pino from "pino";
+import postgres from "postgres";
 import { buildApp, type App } from "../../src/app.js";
 import { startTracing, type Tracing } from "../../src/cli/tracing.js";
 import { newId } from "../../src/lib/ids.js";
@@ -72,6 +74,7 @@ import { DEFAULT_QUOTAS } from "../../src/service/limits.js";
 import type { Authenticator, Principal } from "../../src/integrations/identity/index.js";
 import { SecretBox } from "../../src/lib/secret-box.js";
 import { createLogger } from "../../src/log.js";
+import { createPostgresStore } from "../../src/store/postgres/store.js";
 import { createSqliteStore } from "../../src/store/sqlite/store.js";
 import type { GroupCommitOptions } from "../../src/store/group-commit.js";
 import type { Store } from "../../src/store/store.js";
@@ -85,6 +88,7 @@ import {
   type CapacityTarget,
 } from "../lib/capacity.js";
 import { positiveInt } from "../lib/env.js";
+import { freshDatabase } from "../lib/postgres.js";
 import { describeHost, runBench } from "../lib/run.js";
 
 const TENANT = "bench";
@@ -111,6 +115,10 @@ const TARGET_VS_ONE_TRIGGER = 0.8;
 // the many must keep (issue 20).
 const TENANT_COUNTS = [1, 100];
 const TARGET_VS_ONE_TENANT = 0.8;
+const TENANTS_ENGINE = ((engine = process.env.BENCH_ENGINE || "sqlite") => {
+  if (engine !== "sqlite" && engine !== "postgres") throw new Error(`BENCH_ENGINE: "sqlite" or "postgres", got "${engine}"`);
+  return engine;
+})();
 // The generator puts a new id in place of this in every request.
 const NEW_ID = "[<id>]";
 // The warm-up step, per target: paced, not judged on latency.
@@ -168,7 +176,7 @@ interface Target {
   received: () => number;
   startCounting: () => void;
   // Rows the target stored (agentplane: events; (b): inserts).
-  stored?: () => number;
+  stored?: () => number | Promise<number>;
   close: () => Promise<void>;
 }
 
@@ -265,18 +273,39 @@ async function startSqliteInsert(): Promise<Target> {
   }
 }
 
+// What the database check counts in an agentplane store (checkRuns).
+interface RunCounts {
+  events: number;
+  // Events recording exactly one matched trigger, one of `matchingTriggerIds`.
+  oneMatch: number;
+  // Events whose payload or matched trigger ids are a JSON string of the JSON.
+  doubleEncoded: number;
+  runs: number;
+  // Queued runs of a matching trigger, joined to their event, which recorded that trigger.
+  linked: number;
+  // Distinct events that have runs.
+  perEvent: number;
+  // Events that matched no trigger.
+  unmatched: number;
+}
+
+type Engine = "sqlite" | "postgres";
+
 interface AgentplaneTarget extends Target {
-  dbPath: string;
+  engine: Engine;
   // Each tenant's trigger that the event matches.
   matchingTriggerIds: string[];
+  // Opened for the check after the load, so no reader is attached while the bench measures.
+  countRuns: () => Promise<RunCounts>;
   // Filter evaluations that failed (agentplane_trigger_filter_failures_total).
   filterFailures: () => Promise<number>;
 }
 
 // agentplane as production runs it (every surface, SQLite store with
-// synchronous=FULL, silent logger), without a runtime: runs are queued, not
-// executed. The webhook rate limit is set out of the way. `triggers`: the
-// tenant's webhook triggers, when not the default ten made through the service.
+// synchronous=FULL or PostgreSQL with its defaults, silent logger), without a
+// runtime: runs are queued, not executed. The webhook rate limit is set out of
+// the way. `triggers`: the tenant's webhook triggers, when not the default ten
+// made through the service (SQLite only).
 async function startAgentplane(
   name: string,
   groupCommit: GroupCommitOptions | undefined,
@@ -285,13 +314,19 @@ async function startAgentplane(
   // Tenants mode: this many tenants, each request to the next one's source
   // (one included, so both sides pay the same generator).
   tenants?: number,
+  engine: Engine = "sqlite",
 ): Promise<AgentplaneTarget> {
+  if (engine === "postgres" && (triggers !== undefined || groupCommit)) throw new Error("on PostgreSQL only the tenants mode runs");
   const dir = tempDir();
   const dbPath = join(dir, "agentplane.db");
+  let database: Awaited<ReturnType<typeof freshDatabase>> | undefined;
   let store: Store | undefined;
   let app: App | undefined;
   try {
-    store = createSqliteStore({ path: dbPath, synchronous: "FULL", ...(groupCommit && { groupCommit }) });
+    if (engine === "postgres") database = await freshDatabase();
+    store = database
+      ? await createPostgresStore({ url: database.url })
+      : createSqliteStore({ path: dbPath, synchronous: "FULL", ...(groupCommit && { groupCommit }) });
     const fixed: Principal = { subject: "bench-admin", scopes: new Set(), claims: {} };
     const authenticator: Authenticator = { authenticate: () => Promise.resolve(fixed) };
     app = await buildApp({
@@ -319,14 +354,8 @@ async function startAgentplane(
       );
     const { token, signingSecret, sourceUrl } = seeded[0]!;
     const matchingTriggerIds = seeded.map((t) => t.matchingTriggerId);
-    const opened = { app, store };
-    // Opened for the check after the load, so no reader is attached while
-    // the bench measures.
-    let reader: Database.Database | undefined;
-    const stored = () => {
-      reader ??= new Database(dbPath, { readonly: true });
-      return reader.prepare<[], { n: number }>("select count(*) as n from events").get()!.n;
-    };
+    const opened = { app, store, database };
+    const counts = database ? postgresCounts(database.url, matchingTriggerIds) : sqliteCounts(dbPath, matchingTriggerIds);
     // The load generator's process signs with the key from its environment.
     if (signed) process.env.BENCH_STANDARD_WEBHOOKS_KEY = signingSecret!.slice("whsec_".length);
     const path = signed ? new URL(sourceUrl!).pathname : WEBHOOK_PATH;
@@ -339,26 +368,94 @@ async function startAgentplane(
           ? { headers: JSON_HEADERS, rewrite: ROTATE_TOKENS, env: { BENCH_TOKENS: seeded.map((t) => t.token!).join(",") } }
           : { headers: { ...JSON_HEADERS, "x-webhook-token": token!, "idempotency-key": NEW_ID } }),
       ...requestCounter(app.server.server, path),
-      stored,
-      dbPath,
+      stored: counts.stored,
+      countRuns: counts.runs,
+      engine,
       matchingTriggerIds,
       async filterFailures() {
         const text = await (await fetch(`${url}/metrics`)).text();
         return [...text.matchAll(/^agentplane_trigger_filter_failures_total\{[^}]*\} (\d+)$/gm)].reduce((n, m) => n + Number(m[1]), 0);
       },
       async close() {
-        reader?.close();
+        await counts.close();
         await opened.app.stop(0);
         await opened.store.close();
+        await opened.database?.drop();
         removeDir(dir);
       },
     };
   } catch (err) {
     await app?.stop(0).catch(() => undefined);
     await store?.close().catch(() => undefined);
+    await database?.drop().catch(() => undefined);
     removeDir(dir);
     throw err;
   }
+}
+
+// The check's counts, read from the database file. A column holding a JSON
+// string of the array (encoded twice) is decoded once more, and reported.
+function sqliteCounts(dbPath: string, matchingTriggerIds: string[]) {
+  let reader: Database.Database | undefined;
+  const one = (query: string, ...params: string[]) => {
+    reader ??= new Database(dbPath, { readonly: true });
+    return (reader.prepare(query).get(...params) as { n: number }).n;
+  };
+  const ids = JSON.stringify(matchingTriggerIds);
+  const triggerIds = "(case json_type(matched_trigger_ids) when 'text' then matched_trigger_ids ->> '$' else matched_trigger_ids end)";
+  return {
+    stored: () => one("select count(*) as n from events"),
+    runs: async (): Promise<RunCounts> => ({
+      events: one("select count(*) as n from events"),
+      oneMatch: one(`select count(*) as n from events where json_array_length(${triggerIds}) = 1 and ${triggerIds} ->> '$[0]' in (select value from json_each(?))`, ids),
+      doubleEncoded: one("select count(*) as n from events where json_type(payload) = 'text' or json_type(matched_trigger_ids) = 'text'"),
+      runs: one("select count(*) as n from runs"),
+      linked: one(
+        "select count(*) as n from runs r join events e on e.id = r.event_id and e.tenant_id = r.tenant_id " +
+          "where r.status = 'queued' and r.trigger_id in (select value from json_each(?)) and r.trigger_id = (e.matched_trigger_ids ->> '$[0]')",
+        ids,
+      ),
+      perEvent: one("select count(distinct event_id) as n from runs"),
+      unmatched: one(`select count(*) as n from events where json_array_length(${triggerIds}) = 0`),
+    }),
+    close: async () => reader?.close(),
+  };
+}
+
+// The same counts on PostgreSQL (jsonb columns: a string where an array
+// belongs is jsonb type 'string').
+function postgresCounts(url: string, matchingTriggerIds: string[]) {
+  let reader: postgres.Sql | undefined;
+  const one = async (query: string, ...params: string[][]) => {
+    reader ??= postgres(url, { max: 1, onnotice: () => {} });
+    const [row] = await reader.unsafe<{ n: string }[]>(query, params);
+    return Number(row!.n);
+  };
+  return {
+    stored: () => one("select count(*) as n from events"),
+    runs: async (): Promise<RunCounts> => ({
+      events: await one("select count(*) as n from events"),
+      oneMatch: await one(
+        "select count(*) as n from events where jsonb_typeof(matched_trigger_ids) = 'array' " +
+          "and jsonb_array_length(matched_trigger_ids) = 1 and matched_trigger_ids ->> 0 = any($1::text[])",
+        matchingTriggerIds,
+      ),
+      doubleEncoded: await one("select count(*) as n from events where jsonb_typeof(payload) = 'string' or jsonb_typeof(matched_trigger_ids) = 'string'"),
+      runs: await one("select count(*) as n from runs"),
+      linked: await one(
+        "select count(*) as n from runs r join events e on e.id = r.event_id and e.tenant_id = r.tenant_id " +
+          "where r.status = 'queued' and r.trigger_id = any($1::text[]) and r.trigger_id = e.matched_trigger_ids ->> 0",
+        matchingTriggerIds,
+      ),
+      perEvent: await one("select count(distinct event_id) as n from runs"),
+      unmatched: await one(
+        "select count(*) as n from events where jsonb_typeof(matched_trigger_ids) = 'array' and jsonb_array_length(matched_trigger_ids) = 0",
+      ),
+    }),
+    close: async () => {
+      await reader?.end();
+    },
+  };
 }
 
 // Tenant "bench", one agent, one webhook source (its real whk_ token), and
@@ -496,8 +593,8 @@ interface Counts {
 // row; a request that ended without an answer may or may not have reached
 // the server, or been stored. When every request was answered 202, rows
 // stored, requests received and requests sent must all be equal.
-function checkStore(target: Target, before: number, { sent, answered }: Counts): string[] {
-  const stored = target.stored!() - before;
+async function checkStore(target: Target, before: number, { sent, answered }: Counts): Promise<string[]> {
+  const stored = (await target.stored!()) - before;
   const received = target.received();
   const problems: string[] = [];
   const exact = sent === answered;
@@ -514,67 +611,33 @@ function checkStore(target: Target, before: number, { sent, answered }: Counts):
 // so its event is stored without a run, as SPEC §9 has it. Those events must
 // number exactly the failures the server counted; every other event has its
 // one run.
-function checkRuns(target: AgentplaneTarget, filterFailures: number): { line: string; problems: string[]; note: string | undefined } {
-  const db = new Database(target.dbPath, { readonly: true });
-  const ids = JSON.stringify(target.matchingTriggerIds);
+function checkRuns(target: AgentplaneTarget, counts: RunCounts, filterFailures: number): { line: string; problems: string[]; note: string | undefined } {
+  const { events, oneMatch, doubleEncoded, runs, linked, perEvent, unmatched } = counts;
   const triggersNamed =
     target.matchingTriggerIds.length === 1 ? `trigger ${target.matchingTriggerIds[0]}` : `its tenant's matching trigger (${target.matchingTriggerIds.length} tenants)`;
-  try {
-    const one = (query: string, ...params: string[]) => (db.prepare(query).get(...params) as { n: number }).n;
-    const events = one("select count(*) as n from events");
-    // A column holding a JSON string of the array (encoded twice) is
-    // decoded once more, and reported below.
-    const oneMatch = one(
-      "select count(*) as n from events where json_array_length(case json_type(matched_trigger_ids) " +
-        "when 'text' then matched_trigger_ids ->> '$' else matched_trigger_ids end) = 1 " +
-        "and (case json_type(matched_trigger_ids) when 'text' then matched_trigger_ids ->> '$' else matched_trigger_ids end) ->> '$[0]' " +
-        "in (select value from json_each(?))",
-      ids,
-    );
-    const doubleEncoded = one(
-      "select count(*) as n from events where json_type(payload) = 'text' or json_type(matched_trigger_ids) = 'text'",
-    );
-    const runs = one("select count(*) as n from runs");
-    const linked = one(
-      "select count(*) as n from runs r join events e on e.id = r.event_id and e.tenant_id = r.tenant_id " +
-        "where r.status = 'queued' and r.trigger_id in (select value from json_each(?)) " +
-        "and r.trigger_id = (e.matched_trigger_ids ->> '$[0]')",
-      ids,
-    );
-    const perEvent = one("select count(distinct event_id) as n from runs");
-    const unmatched = one(
-      "select count(*) as n from events where json_array_length(case json_type(matched_trigger_ids) " +
-        "when 'text' then matched_trigger_ids ->> '$' else matched_trigger_ids end) = 0",
-    );
-    const matched = events - filterFailures;
-    const problems: string[] = [];
-    if (unmatched !== filterFailures) problems.push(`${unmatched} events matched no trigger, but ${filterFailures} filter evaluations failed`);
-    if (runs !== matched) problems.push(`${runs} runs for ${matched} events that matched`);
-    if (linked !== runs) problems.push(`${runs - linked} runs not queued, not for the matching trigger or without their event`);
-    if (perEvent !== matched) problems.push(`${matched - perEvent} matched events without a run (or a run shared by events)`);
-    if (oneMatch !== matched) problems.push(`${matched - oneMatch} matched events without exactly the matching trigger recorded`);
-    const notes = [
-      filterFailures > 0 &&
-        `${target.name}: ${filterFailures} of ${events} events matched no trigger because the filter's evaluation failed ` +
-          `(agentplane_trigger_filter_failures_total; the machine was short of CPU)`,
-      doubleEncoded > 0 &&
-        `${target.name}: ${doubleEncoded} of ${events} events hold payload / matched_trigger_ids as a JSON string ` +
-          `of the JSON (encoded twice), not as a JSON object / array`,
-    ].filter((n): n is string => typeof n === "string");
-    return {
-      line:
-        `${target.name}: ${runs} runs = ${matched} events that matched (of ${events}), ` +
-        `each queued for ${triggersNamed} (one per event)`,
-      problems,
-      note: notes.length ? notes.join("\n  NOTE  ") : undefined,
-    };
-  } finally {
-    db.close();
-  }
+  const matched = events - filterFailures;
+  const problems: string[] = [];
+  if (unmatched !== filterFailures) problems.push(`${unmatched} events matched no trigger, but ${filterFailures} filter evaluations failed`);
+  if (runs !== matched) problems.push(`${runs} runs for ${matched} events that matched`);
+  if (linked !== runs) problems.push(`${runs - linked} runs not queued, not for the matching trigger or without their event`);
+  if (perEvent !== matched) problems.push(`${matched - perEvent} matched events without a run (or a run shared by events)`);
+  if (oneMatch !== matched) problems.push(`${matched - oneMatch} matched events without exactly the matching trigger recorded`);
+  const notes = [
+    filterFailures > 0 &&
+      `${target.name}: ${filterFailures} of ${events} events matched no trigger because the filter's evaluation failed ` +
+        `(agentplane_trigger_filter_failures_total; the machine was short of CPU)`,
+    doubleEncoded > 0 &&
+      `${target.name}: ${doubleEncoded} of ${events} events hold payload / matched_trigger_ids as a JSON string ` +
+        `of the JSON (encoded twice), not as a JSON object / array`,
+  ].filter((n): n is string => typeof n === "string");
+  return {
+    line: `${target.name}: ${runs} runs = ${matched} events that matched (of ${events}), each queued for ${triggersNamed} (one per event)`,
+    problems,
+    note: notes.length ? notes.join("\n  NOTE  ") : undefined,
+  };
 }
 
 type Settings = ReturnType<typeof capacitySettingsFromEnv>;
-
 
 // A warm-up per target, then a capacity search per target in the targets'
 // order and back again (`compareCapacities`).
@@ -595,12 +658,12 @@ async function checkDatabases(stores: Target[], agentplanes: AgentplaneTarget[],
   console.log("\ndatabase check (warm-up and searches):");
   const failures: string[] = [];
   for (const t of stores) {
-    const [line, ...problems] = checkStore(t, PREFLIGHT_ROWS, counts.get(t)!);
+    const [line, ...problems] = await checkStore(t, PREFLIGHT_ROWS, counts.get(t)!);
     console.log(`  ${problems.length ? "FAILED" : "ok"}  ${line}`);
     failures.push(...problems.map((p) => `${t.name}: ${p}`));
   }
   for (const t of agentplanes) {
-    const { line, problems, note } = checkRuns(t, await t.filterFailures());
+    const { line, problems, note } = checkRuns(t, await t.countRuns(), await t.filterFailures());
     console.log(`  ${problems.length ? "FAILED" : "ok"}  ${line}`);
     if (note) console.log(`  NOTE  ${note}`);
     failures.push(...problems.map((p) => `${t.name}: ${p}`));
@@ -608,12 +671,16 @@ async function checkDatabases(stores: Target[], agentplanes: AgentplaneTarget[],
   if (failures.length) throw new Error(`database check failed:\n  ${failures.join("\n  ")}`);
 }
 
-function header(body: string, settings: Settings, what: string, order: string): string {
+function header(body: string, settings: Settings, what: string, order: string, engine: Engine = "sqlite"): string {
+  const database =
+    engine === "sqlite"
+      ? `SQLite files in ${tmpdir()} (${fileSystemOf(tmpdir())}), journal_mode WAL, synchronous FULL`
+      : `PostgreSQL at ${new URL(process.env.AGENTPLANE_BENCH_POSTGRES_URL ?? "postgres://127.0.0.1:5432").host}, a database per target, the server's own settings`;
   return (
     `agentplane webhook bench: POST ${WEBHOOK_PATH} (${Buffer.byteLength(body)} B event "${EVENT_TYPE}", ${what}, ` +
     `a new Idempotency-Key per request)\n` +
     `${describeHost()}\n${describeCapacity(settings)}\n` +
-    `SQLite files in ${tmpdir()} (${fileSystemOf(tmpdir())}), journal_mode WAL, synchronous FULL\n` +
+    `${database}\n` +
     `no runtime: agentplane queues one run per event and does not execute it\n` +
     `${WARMUP_SECONDS} s warm-up at ${WARMUP_RATE}/s per target, then searches in the order ${order}\n`
   );
@@ -699,7 +766,7 @@ async function compareTriggerCounts(body: string, settings: Settings, targets: T
 async function compareTenantCounts(body: string, settings: Settings, targets: Target[]): Promise<void> {
   const agentplanes: AgentplaneTarget[] = [];
   for (const n of TENANT_COUNTS) {
-    const t = await startAgentplane(`agentplane, ${n} tenant${n === 1 ? "" : "s"}`, undefined, undefined, undefined, n);
+    const t = await startAgentplane(`agentplane, ${n} tenant${n === 1 ? "" : "s"}`, undefined, undefined, undefined, n, TENANTS_ENGINE);
     targets.push(t);
     agentplanes.push(t);
   }
@@ -712,6 +779,7 @@ async function compareTenantCounts(body: string, settings: Settings, targets: Ta
       settings,
       `${counts.join(" / ")} tenants sending, each with ${NON_MATCHING_TRIGGERS + 1} webhook triggers, 1 matching, its filter ${MATCHING_FILTER}`,
       [...counts, ...[...counts].reverse()].join(", "),
+      TENANTS_ENGINE,
     ),
   );
   const measured = await measure(agentplanes, body, settings);
