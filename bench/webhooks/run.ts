@@ -938,6 +938,5 @@ async function main(): Promise<void> {
 process.on("exit", () => {
   for (const dir of [...tempDirs]) removeDir(dir);
 });
-for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => process.exit(130));
 
 runBench(main);
