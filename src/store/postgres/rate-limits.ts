@@ -1,5 +1,5 @@
 import type { BucketTake, RateLimitResult, RateLimitStore } from "../store.js";
-import { msUntilToken } from "../token-bucket.js";
+import { answerTake } from "../token-bucket.js";
 import type { Sql } from "./open.js";
 import { pg } from "./errors.js";
 
@@ -53,13 +53,13 @@ export function createPgRateLimits(sql: Sql): RateLimitStore {
       const refilled = new Map(rows.map((r) => [r.key, r.refilled]));
       for (const t of pending) {
         const tokens = refilled.get(t.key);
-        if (tokens !== undefined)
-          results.set(t.key, tokens >= 1 ? { ok: true, granted: Math.min(t.want, Math.floor(tokens)) } : { ok: false, retryAfterMs: msUntilToken(tokens, t.ratePerSecond) });
+        if (tokens !== undefined) results.set(t.key, answerTake(tokens, t.want, t.ratePerSecond));
       }
       const fresh = pending.filter((t) => !results.has(t.key));
       if (!fresh.length) break;
       const created = new Set((await sql.unsafe<{ key: string }[]>(CREATE, [JSON.stringify(fresh), now])).map((r) => r.key));
-      for (const t of fresh) if (created.has(t.key)) results.set(t.key, { ok: true, granted: Math.min(t.want, Math.floor(t.burst)) });
+      // Each starts full: the burst (at least one token, as configured) less what it granted.
+      for (const t of fresh) if (created.has(t.key)) results.set(t.key, answerTake(t.burst, t.want, t.ratePerSecond));
       // Another replica created the rest meanwhile: take from their rows.
       pending = fresh.filter((t) => !created.has(t.key));
     }

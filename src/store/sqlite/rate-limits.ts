@@ -1,6 +1,6 @@
 import type Database from "better-sqlite3";
 import type { BucketTake, RateLimitResult, RateLimitStore } from "../store.js";
-import { msUntilToken } from "../token-bucket.js";
+import { answerTake } from "../token-bucket.js";
 import { run } from "./errors.js";
 
 export type TakeArgs = Parameters<RateLimitStore["take"]>;
@@ -23,10 +23,9 @@ export function createBucketTake(raw: Database.Database): (...args: TakeArgs) =>
     // A key seen for the first time starts full; a clock behind the bucket's
     // refills nothing.
     const tokens = bucket ? Math.min(burst, bucket.tokens + (Math.max(0, now - bucket.refill_time) * rate) / 1000) : burst;
-    if (tokens < 1) return { ok: false, retryAfterMs: msUntilToken(tokens, rate) };
-    const granted = Math.min(want, Math.floor(tokens));
-    write.run(key, tokens - granted, Math.max(bucket?.refill_time ?? now, now));
-    return { ok: true, granted };
+    const answer = answerTake(tokens, want, rate);
+    if (answer.ok) write.run(key, tokens - answer.granted, Math.max(bucket?.refill_time ?? now, now));
+    return answer;
   };
   const takeAll = raw.transaction((takes: BucketTake[], now: number) => takes.map((t) => takeOne(t, now)));
   return (takes, now) => takeAll.immediate(takes, now);
