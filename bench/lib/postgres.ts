@@ -4,6 +4,8 @@ import { undoIfInterrupted } from "./run.js";
 
 // The server the benches use; each session gets a database of its own.
 const ADMIN_URL = process.env.AGENTPLANE_BENCH_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+// Where the benches' databases are, for a bench's header.
+export const BENCH_POSTGRES_HOST = new URL(ADMIN_URL).host;
 
 // A database created for one session (a random name), and its drop, done
 // also when the bench is interrupted.

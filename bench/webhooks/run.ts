@@ -88,7 +88,7 @@ import {
   type CapacityTarget,
 } from "../lib/capacity.js";
 import { positiveInt } from "../lib/env.js";
-import { freshDatabase } from "../lib/postgres.js";
+import { BENCH_POSTGRES_HOST, freshDatabase } from "../lib/postgres.js";
 import { describeHost, runBench } from "../lib/run.js";
 
 const TENANT = "bench";
@@ -292,7 +292,6 @@ interface RunCounts {
 type Engine = "sqlite" | "postgres";
 
 interface AgentplaneTarget extends Target {
-  engine: Engine;
   // Each tenant's trigger that the event matches.
   matchingTriggerIds: string[];
   // Opened for the check after the load, so no reader is attached while the bench measures.
@@ -370,7 +369,6 @@ async function startAgentplane(
       ...requestCounter(app.server.server, path),
       stored: counts.stored,
       countRuns: counts.runs,
-      engine,
       matchingTriggerIds,
       async filterFailures() {
         const text = await (await fetch(`${url}/metrics`)).text();
@@ -675,7 +673,7 @@ function header(body: string, settings: Settings, what: string, order: string, e
   const database =
     engine === "sqlite"
       ? `SQLite files in ${tmpdir()} (${fileSystemOf(tmpdir())}), journal_mode WAL, synchronous FULL`
-      : `PostgreSQL at ${new URL(process.env.AGENTPLANE_BENCH_POSTGRES_URL ?? "postgres://127.0.0.1:5432").host}, a database per target, the server's own settings`;
+      : `PostgreSQL at ${BENCH_POSTGRES_HOST}, a database per target, the server's own settings`;
   return (
     `agentplane webhook bench: POST ${WEBHOOK_PATH} (${Buffer.byteLength(body)} B event "${EVENT_TYPE}", ${what}, ` +
     `a new Idempotency-Key per request)\n` +
