@@ -125,18 +125,26 @@ export class CliProcess {
   }
 
   // Waits until `also` gives a value (when given) and /readyz answers 200;
-  // fails at once if the process exits.
+  // fails at once if the process exits. A timeout says what the process
+  // printed and what /readyz last answered, so that a start that never ends
+  // can be told from a slow one.
   async ready<T = true>(what: string, also: () => T | undefined = () => true as T): Promise<T> {
-    return waitFor(what, PATIENCE_MS, async () => {
-      if (this.exited) throw new Error(`${what}: the process exited early (${this.exitCode}):\n${this.output}`);
-      const value = also();
-      if (value === undefined) return undefined;
-      const ok = await fetch(`${this.url}/readyz`).then(
-        async (r) => (await r.arrayBuffer(), r.status === 200),
-        () => false,
-      );
-      return ok ? value : undefined;
-    });
+    let lastAnswer = "no answer yet";
+    try {
+      return await waitFor(what, PATIENCE_MS, async () => {
+        if (this.exited) throw new Error(`${what}: the process exited early (${this.exitCode}):\n${this.output}`);
+        const value = also();
+        if (value === undefined) return undefined;
+        const ok = await fetch(`${this.url}/readyz`).then(
+          async (r) => ((lastAnswer = `${r.status} ${await r.text()}`), r.status === 200),
+          (err: unknown) => ((lastAnswer = String(err)), false),
+        );
+        return ok ? value : undefined;
+      });
+    } catch (err) {
+      if (this.exited || !(err instanceof Error)) throw err;
+      throw new Error(`${err.message}; /readyz last answered: ${lastAnswer}; the process printed:\n${this.output.slice(-8000)}`, { cause: err });
+    }
   }
 
   // Ready once the `agentplane dev` banner names the dev client.
