@@ -22,11 +22,12 @@ import { migratePostgres, openPostgres, openQueuePool } from "../src/store/postg
 import { createPgWebhookStore } from "../src/store/postgres/ingest.js";
 import { createPgRunQueue } from "../src/store/postgres/queue.js";
 import { createPgRetention } from "../src/store/postgres/retention.js";
+import { createRunRepo } from "../src/store/postgres/repos.js";
 import { queuedCount } from "../src/store/postgres/runs.js";
 import { createSqliteStore } from "../src/store/sqlite/store.js";
 import { newId } from "../src/lib/ids.js";
 import type { RunInsert } from "../src/store/rows.js";
-import type { IngestItem, RetentionStore, RunQueue, WebhookStore } from "../src/store/store.js";
+import type { IngestItem, RetentionStore, RunQueue, RunStore, WebhookStore } from "../src/store/store.js";
 import { createTestDatabase } from "./support/postgres.js";
 
 const TENANTS = 10;
@@ -41,6 +42,8 @@ interface Engine {
   // PostgreSQL's; SQLite's commits on its writer thread (see above).
   webhooks?: WebhookStore;
   retention: RetentionStore;
+  // The runs list of TENANT, as the API reads it.
+  runs: Pick<RunStore, "list">;
   // Queues `perTenant` more runs for each of the first `tenants` tenants;
   // with `ended`, adds runs that succeeded at time 1 instead.
   seed(perTenant: number, tenants?: number, ended?: boolean): Promise<void>;
@@ -108,6 +111,7 @@ async function postgresEngine(): Promise<Engine> {
     queuedCount: (tenantId) => queuedCount(main.sql, tenantId),
     webhooks: createPgWebhookStore(main.sql, { windowMs: 0, maxBatch: 256 }, 5000),
     retention: createPgRetention(main.sql),
+    runs: createRunRepo(main.sql, main.db, 5000).repo,
     async seed(perTenant, tenants = TENANTS, ended = false) {
       await flushed(seedRuns(PG, seeded, perTenant, tenants, Date.now(), ended));
       seeded += perTenant;
@@ -149,6 +153,7 @@ async function sqliteEngine(): Promise<Engine> {
     queue: store.queue,
     queuedCount: (tenantId) => store.runs.queuedCount(tenantId),
     retention: store.retention,
+    runs: store.runs,
     async seed(perTenant, tenants = TENANTS, ended = false) {
       raw.exec(seedRuns(SQLITE, seeded, perTenant, tenants, Date.now(), ended));
       seeded += perTenant;
@@ -246,6 +251,27 @@ describe.each([
     const queuedByCalls = 2 * (WARM_UP + 6) * (Object.keys(large).length - 1);
     expect(await e.queuedCount(TENANT)).toBe(50_000 + queuedByCalls);
     const grew = Object.keys(large).filter((operation) => large[operation]! > 2 * small[operation]! + 2);
+    expect({ small, large, grew }).toMatchObject({ grew: [] });
+  });
+
+  it("listing a tenant's runs by status costs the same with 50,000 of its runs queued as with 1,000", async () => {
+    // Ended runs first, then the backlog, then a claim: the ended and the
+    // running runs are the oldest, so a walk newest first that filters by
+    // status would cross the whole backlog to reach them.
+    await e.seed(50, 1, true);
+    await e.seed(1_000, 1);
+    expect(await e.queue.claim("worker", CLAIM, 60_000, 3, Date.now(), [])).toHaveLength(CLAIM);
+    const costs = async () => {
+      const costs: Record<string, number> = {};
+      for (const status of ["queued", "running", "succeeded"] as const) {
+        costs[status] = await costPerCall(e, 6, async () => expect(await e.runs.list(TENANT, { limit: 20, where: { status } })).toHaveLength(status === "running" ? CLAIM : 20));
+      }
+      return costs;
+    };
+    const small = await costs();
+    await e.seed(49_000, 1);
+    const large = await costs();
+    const grew = Object.keys(large).filter((status) => large[status]! > 2 * small[status]! + 2);
     expect({ small, large, grew }).toMatchObject({ grew: [] });
   });
 

@@ -232,6 +232,15 @@ describe.each(engines)("Store contract on $name", (engine) => {
       expect(await ids({ limit: 10, where: { agentId: y.id }, createdBefore: now + 5000 })).toEqual([r3, r1]);
       expect(await ids({ limit: 10, createdAfter: now + 4000 })).toEqual([]);
       expect(await ids({ limit: 10, createdBefore: now + 1000 })).toEqual([r0]);
+      // Queued runs and the others are on different partial indexes (list-query.ts).
+      const queued = runRow(tenantId, x.id, { id: made(now + 4500), createTime: now + 4500 });
+      await a.runs.insert(queued);
+      expect(await ids({ limit: 10, where: { status: "queued" } })).toEqual([queued.id]);
+      expect(await ids({ limit: 10, where: { status: "succeeded" } })).toEqual([r3, r1, r0]);
+      expect(await ids({ limit: 10, where: { status: "queued", agentId: y.id } })).toEqual([]);
+      expect(await ids({ limit: 10, where: { status: "succeeded", agentId: y.id } })).toEqual([r3, r1]);
+      // The status is written into the statement: only a known one.
+      await expect(ids({ limit: 10, where: { status: "queued' or '1' = '1" as never } })).rejects.toThrow(/unknown run status/);
     });
 
     it("reads oldest first after a keyset (change feeds): runs by (update_time, id), events by id", async () => {

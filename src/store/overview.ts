@@ -2,7 +2,7 @@
 // window cut into fixed buckets, every figure aggregated by the database over
 // the window's rows (found by the tenant's id-ordered indexes: ids are
 // UUIDv7, so an id range is a time range), never the rows themselves.
-import type { RunStatus } from "./types.js";
+import { RUN_STATUSES, type RunStatus } from "./types.js";
 
 export interface OverviewQuery {
   // Start of the first bucket (ms, inclusive); the window ends, exclusive, at
@@ -229,8 +229,6 @@ export const LEADING_WORD = /^(?:steps\[\d+\][^:]*: )?([a-z_]+)\b/;
 // time column they are read with: the id range is this much wider than the
 // window, the time column then cut exactly.
 export const ID_MARGIN_MS = 60_000;
-
-export const RUN_STATUSES: readonly RunStatus[] = ["queued", "running", "succeeded", "failed", "cancelled", "timed_out"];
 
 function emptyRuns(buckets: number): Record<RunStatus, number[]> {
   return Object.fromEntries(RUN_STATUSES.map((s) => [s, new Array<number>(buckets).fill(0)])) as Record<RunStatus, number[]>;

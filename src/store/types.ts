@@ -35,6 +35,7 @@ export interface SkillTool {
 }
 
 export type RunStatus = "queued" | "running" | "succeeded" | "failed" | "cancelled" | "timed_out";
+export const RUN_STATUSES: readonly RunStatus[] = ["queued", "running", "succeeded", "failed", "cancelled", "timed_out"];
 
 export type StepStatus = "running" | "succeeded" | "failed";
 

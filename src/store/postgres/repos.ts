@@ -4,9 +4,10 @@ import { within } from "./deadline.js";
 import { pg } from "./errors.js";
 import { lockTenantScope } from "./locks.js";
 import type { Db, Sql } from "./open.js";
-import type { TenantRow } from "../rows.js";
-import { listQuery, type ExtraCondition } from "../list-query.js";
-import type { ListQuery, TenantRepo, TenantStore } from "../store.js";
+import type { RunInsert, RunRow, TenantRow } from "../rows.js";
+import { listQuery, RUN_STATUS_FILTER, type ExtraCondition, type LiteralFilter } from "../list-query.js";
+import { idFloor } from "../../lib/ids.js";
+import type { ListQuery, RunQuery, TenantRepo, TenantStore } from "../store.js";
 import * as schema from "./schema.js";
 
 interface TenantScopedTable extends PgTable {
@@ -47,7 +48,7 @@ export function tenantRepo<T extends TenantScopedTable, Row, Insert>(
   table: T,
   // Reads are cancelled past it (see deadline.ts).
   timeoutMs: number,
-  extra: ExtraCondition<PgColumn>[] = [],
+  extra: (ExtraCondition<PgColumn> | LiteralFilter)[] = [],
 ): { repo: TenantRepo<Row, Insert>; reader: TableReader } {
   const reader = tableReader(table);
   const { col } = reader;
@@ -113,3 +114,12 @@ export function tenantStore(sql: Sql, db: Db, timeoutMs: number): TenantStore {
     update: (id, patch) => pg(async () => (await db.update(tenants).set(patch).where(eq(tenants.id, id)).returning())[0]),
   };
 }
+
+// Runs, with the runs list's creation window (an id range: run ids are
+// UUIDv7 made at creation) and its status filter.
+export const createRunRepo = (sql: Sql, db: Db, timeoutMs: number) =>
+  tenantRepo<typeof schema.runs, RunRow, RunInsert>(sql, db, schema.runs, timeoutMs, [
+    { key: "createdAfter" satisfies keyof RunQuery, column: schema.runs.id, op: ">=", bound: (ms) => idFloor("run", ms as number) },
+    { key: "createdBefore" satisfies keyof RunQuery, column: schema.runs.id, op: "<", bound: (ms) => idFloor("run", ms as number) },
+    RUN_STATUS_FILTER,
+  ]);

@@ -2,11 +2,10 @@ import { StoreUnavailableError } from "../errors.js";
 import type * as rows from "../rows.js";
 import { SignalHub } from "../signal-hub.js";
 import { signalled } from "../signalled.js";
-import type { EventQuery, RunQuery, Store } from "../store.js";
+import type { EventQuery, Store } from "../store.js";
 import { within } from "./deadline.js";
 import { pg, toStoreError } from "./errors.js";
 import { byEvent } from "../runs-by-event.js";
-import { idFloor } from "../../lib/ids.js";
 import type { GroupCommitOptions } from "../group-commit.js";
 import { ChangeNotifier } from "./change-notifier.js";
 import { createPgWebhookStore } from "./ingest.js";
@@ -14,7 +13,7 @@ import { createPgMemberChange, createPgMemberships } from "./members.js";
 import { migratePostgres, openPostgres, openQueuePool } from "./open.js";
 import { createPgRunQueue } from "./queue.js";
 import { createPgRateLimits } from "./rate-limits.js";
-import { tenantRepo, tenantStore } from "./repos.js";
+import { createRunRepo, tenantRepo, tenantStore } from "./repos.js";
 import { createPgRetention } from "./retention.js";
 import { createPgOverview } from "./overview.js";
 import { queuedCount, queueStats } from "./runs.js";
@@ -51,14 +50,11 @@ export async function createPostgresStore(options: PostgresStoreOptions): Promis
   const timeoutMs = options.hotPathTimeoutMs ?? 5000;
   const changes = new ChangeNotifier(sql, signals);
   const queuePool = openQueuePool(options.url);
-  const { members, agents, skills, triggers, webhookSources, events, runs } = schema;
+  const { members, agents, skills, triggers, webhookSources, events } = schema;
   const memberRepo = tenantRepo<typeof members, rows.MemberRow, rows.MemberInsert>(sql, db, members, timeoutMs);
   const memberBySubject = `${memberRepo.reader.select}
     where ${memberRepo.reader.col(members.tenantId)} = $1 and ${memberRepo.reader.col(members.subject)} = $2`;
-  const runRepo = tenantRepo<typeof runs, rows.RunRow, rows.RunInsert>(sql, db, runs, timeoutMs, [
-    { key: "createdAfter" satisfies keyof RunQuery, column: runs.id, op: ">=", bound: (ms) => idFloor("run", ms as number) },
-    { key: "createdBefore" satisfies keyof RunQuery, column: runs.id, op: "<", bound: (ms) => idFloor("run", ms as number) },
-  ]);
+  const runRepo = createRunRepo(sql, db, timeoutMs);
   const pingTimeoutMs = options.pingTimeoutMs ?? 2000;
 
   return signalled({

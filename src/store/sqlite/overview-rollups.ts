@@ -44,9 +44,14 @@ export function createSqliteRollups(raw: Database.Database) {
   ];
   const start = raw.prepare<[string, number, number]>(`insert into overview_watermarks (tenant_id, sealed_from, sealed_until) values (?, ?, ?) on conflict do nothing`);
   const watermark = raw.prepare<[string], Watermark>(`select sealed_from as sealedFrom, sealed_until as sealedUntil from overview_watermarks where tenant_id = ?`);
-  // runs_status finds them: queued and running runs are few.
-  const oldestOpen = raw.prepare<[string, string, number], { t: number | null }>(
-    `select min(create_time) as t from runs where tenant_id = ? and status in ('queued', 'running') and id >= ? and create_time >= ?`,
+  // Queued and running runs are few, each status on a partial index of its
+  // own (runs_queued, runs_status), each named in its index's words.
+  const oldestOpen = raw.prepare<{ tenant: string; lo: string; from: number }, { t: number | null }>(
+    `select min(t) as t from (
+       select min(create_time) as t from runs where tenant_id = :tenant and status = 'queued' and id >= :lo and create_time >= :from
+       union all
+       select min(create_time) from runs
+       where tenant_id = :tenant and status = 'running' and status <> 'queued' and id >= :lo and create_time >= :from)`,
   );
   const advance = raw.prepare<[number, string]>(`update overview_watermarks set sealed_until = ? where tenant_id = ?`);
   const seal = raw.transaction((tenantId: string, now: number): number => {
@@ -55,7 +60,7 @@ export function createSqliteRollups(raw: Database.Database) {
     const w = watermark.get(tenantId)!;
     const from = w.sealedUntil;
     if (from >= sealLimit(now)) return 0;
-    const until = sealUntil(w, now, oldestOpen.get(tenantId, idFloor("run", from - ID_MARGIN_MS), from)?.t ?? undefined);
+    const until = sealUntil(w, now, oldestOpen.get({ tenant: tenantId, lo: idFloor("run", from - ID_MARGIN_MS), from })?.t ?? undefined);
     if (until === from) return 0;
     for (const [i, s] of seals.entries()) {
       const kind = i === seals.length - 1 ? "evt" : "run";

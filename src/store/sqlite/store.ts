@@ -20,7 +20,7 @@ import * as schema from "./schema.js";
 import { WAL_CHECKPOINT_PAGES, type SqliteOptions } from "./connection.js";
 import { migrateSqlite, openSqlite, type Db } from "./open.js";
 import { SqliteSignals, type SqliteSignalOptions } from "./signals.js";
-import { listQuery, type ExtraCondition } from "../list-query.js";
+import { listQuery, RUN_STATUS_FILTER, type ExtraCondition, type LiteralFilter } from "../list-query.js";
 import { signalled } from "../signalled.js";
 import type { EventQuery, RunQuery, Store, TenantRepo } from "../store.js";
 
@@ -83,7 +83,7 @@ function tenantRepo<T extends TenantScopedTable, Row, Insert>(
   db: Db,
   raw: Database.Database,
   table: T,
-  extra: ExtraCondition<SQLiteColumn>[] = [],
+  extra: (ExtraCondition<SQLiteColumn> | LiteralFilter)[] = [],
 ) {
   const reader = tableReader<Row>(raw, table);
   const col = (c: SQLiteColumn) => `${reader.table}.${quote(c.name)}`;
@@ -174,6 +174,7 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
   const runRepo = tenantRepo<typeof runs, rows.RunRow, typeof runs.$inferInsert>(db, raw, runs, [
     { key: "createdAfter" satisfies keyof RunQuery, column: runs.id, op: ">=", bound: (ms) => idFloor("run", ms as number) },
     { key: "createdBefore" satisfies keyof RunQuery, column: runs.id, op: "<", bound: (ms) => idFloor("run", ms as number) },
+    RUN_STATUS_FILTER,
   ]);
   const runIdsForEvent = lazy(() =>
     raw
