@@ -1,7 +1,8 @@
 // A tenant's list page as SQL, for either engine: the keyset conditions, the
 // filters and the order of TenantRepo.list.
 import type { Column } from "drizzle-orm";
-import type { ListQuery } from "./store.js";
+import { idFloor } from "../lib/ids.js";
+import type { ListQuery, RunQuery } from "./store.js";
 import { RUN_STATUSES } from "./types.js";
 
 // Range conditions a list accepts besides the equality filters, e.g. the
@@ -27,7 +28,7 @@ export interface LiteralFilter {
 // The runs list's status filter: queued runs are on runs_queued, the others
 // on runs_status (the engines' schema.ts), each named in its index's words.
 // The status is checked against the known ones before it is written out.
-export const RUN_STATUS_FILTER: LiteralFilter = {
+const RUN_STATUS_FILTER: LiteralFilter = {
   key: "status",
   sql(value) {
     const status = RUN_STATUSES.find((s) => s === value);
@@ -35,6 +36,15 @@ export const RUN_STATUS_FILTER: LiteralFilter = {
     return status === "queued" ? `status = 'queued'` : `status = '${status}' and status <> 'queued'`;
   },
 };
+
+// The runs list's conditions beside its equality filters, on either engine's
+// `runs.id`: the creation window, an id range (run ids are UUIDv7 made at
+// creation), and the status filter.
+export const runListConditions = <C extends Column>(id: C): (ExtraCondition<C> | LiteralFilter)[] => [
+  { key: "createdAfter" satisfies keyof RunQuery, column: id, op: ">=", bound: (ms) => idFloor("run", ms as number) },
+  { key: "createdBefore" satisfies keyof RunQuery, column: id, op: "<", bound: (ms) => idFloor("run", ms as number) },
+  RUN_STATUS_FILTER,
+];
 
 // The table's columns as the engine names them in SQL.
 export interface ListedTable<C extends Column> {

@@ -5,9 +5,8 @@ import { pg } from "./errors.js";
 import { lockTenantScope } from "./locks.js";
 import type { Db, Sql } from "./open.js";
 import type { RunInsert, RunRow, TenantRow } from "../rows.js";
-import { listQuery, RUN_STATUS_FILTER, type ExtraCondition, type LiteralFilter } from "../list-query.js";
-import { idFloor } from "../../lib/ids.js";
-import type { ListQuery, RunQuery, TenantRepo, TenantStore } from "../store.js";
+import { listQuery, runListConditions, type ExtraCondition, type LiteralFilter } from "../list-query.js";
+import type { ListQuery, TenantRepo, TenantStore } from "../store.js";
 import * as schema from "./schema.js";
 
 interface TenantScopedTable extends PgTable {
@@ -115,11 +114,6 @@ export function tenantStore(sql: Sql, db: Db, timeoutMs: number): TenantStore {
   };
 }
 
-// Runs, with the runs list's creation window (an id range: run ids are
-// UUIDv7 made at creation) and its status filter.
+// Runs, with the runs list's conditions (list-query.ts).
 export const createRunRepo = (sql: Sql, db: Db, timeoutMs: number) =>
-  tenantRepo<typeof schema.runs, RunRow, RunInsert>(sql, db, schema.runs, timeoutMs, [
-    { key: "createdAfter" satisfies keyof RunQuery, column: schema.runs.id, op: ">=", bound: (ms) => idFloor("run", ms as number) },
-    { key: "createdBefore" satisfies keyof RunQuery, column: schema.runs.id, op: "<", bound: (ms) => idFloor("run", ms as number) },
-    RUN_STATUS_FILTER,
-  ]);
+  tenantRepo<typeof schema.runs, RunRow, RunInsert>(sql, db, schema.runs, timeoutMs, runListConditions(schema.runs.id));

@@ -5,7 +5,6 @@ import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { run, toStoreError } from "./errors.js";
 import { probeWritable } from "./readiness.js";
 import { byEvent } from "../runs-by-event.js";
-import { idFloor } from "../../lib/ids.js";
 import { createSqliteMemberChange, createSqliteMemberships } from "./members.js";
 import type { GroupCommitOptions } from "../group-commit.js";
 import { createSqliteWebhookStore } from "./ingest.js";
@@ -20,9 +19,9 @@ import * as schema from "./schema.js";
 import { WAL_CHECKPOINT_PAGES, type SqliteOptions } from "./connection.js";
 import { migrateSqlite, openSqlite, type Db } from "./open.js";
 import { SqliteSignals, type SqliteSignalOptions } from "./signals.js";
-import { listQuery, RUN_STATUS_FILTER, type ExtraCondition, type LiteralFilter } from "../list-query.js";
+import { listQuery, runListConditions, type ExtraCondition, type LiteralFilter } from "../list-query.js";
 import { signalled } from "../signalled.js";
-import type { EventQuery, RunQuery, Store, TenantRepo } from "../store.js";
+import type { EventQuery, Store, TenantRepo } from "../store.js";
 
 interface TenantScopedTable extends SQLiteTable {
   id: SQLiteColumn;
@@ -171,11 +170,7 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
        where ${memberRepo.col(members.tenantId)} = ? and ${memberRepo.col(members.subject)} = ?`,
     ),
   );
-  const runRepo = tenantRepo<typeof runs, rows.RunRow, typeof runs.$inferInsert>(db, raw, runs, [
-    { key: "createdAfter" satisfies keyof RunQuery, column: runs.id, op: ">=", bound: (ms) => idFloor("run", ms as number) },
-    { key: "createdBefore" satisfies keyof RunQuery, column: runs.id, op: "<", bound: (ms) => idFloor("run", ms as number) },
-    RUN_STATUS_FILTER,
-  ]);
+  const runRepo = tenantRepo<typeof runs, rows.RunRow, typeof runs.$inferInsert>(db, raw, runs, runListConditions(runs.id));
   const runIdsForEvent = lazy(() =>
     raw
       .prepare<[string, string], string>(
