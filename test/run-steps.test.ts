@@ -217,7 +217,7 @@ describe("the step recorder's retry times", () => {
     // has moved 180 ms.
     const origin = Date.now();
     const now = () => origin + Math.floor((Date.now() - origin) * 0.9);
-    const recorder = new StepRecorder({ queue, owner: "w", run: { id: "run_1", steps: [], attempt: 1 } as unknown as RunRow, log: createLogger("silent"), now, limits: DEFAULT_RECORD_LIMITS });
+    const recorder = new StepRecorder({ queue, owner: "w", run: { id: "run_1", steps: [], attempt: 1 } as unknown as RunRow, log: createLogger("silent"), now, limits: DEFAULT_RECORD_LIMITS, ready: async () => {} });
     const step = recorder.start({ kind: "tool_call", skillId: "", tool: "t", arguments: {} });
     await step.backoff("skill_error: 503", 200, new AbortController().signal);
     step.end({ result: {}, error: "" });

@@ -33,6 +33,9 @@ export interface RuntimeOptions {
   // How often an idle worker looks for runs no signal announced (runs
   // queued by another process without a change feed, expired leases).
   idlePollMs?: number;
+  // The worker's clock (leases, step times); Date.now unless given: a test
+  // steps a worker past its lease with it, as a stall would.
+  now?: () => number;
   // Caps on what a run records; DEFAULT_RECORD_LIMITS unless given.
   recordLimits?: RecordLimits;
   // The scheduler fires schedule triggers: one per process group (tests
@@ -116,9 +119,9 @@ export function buildRuntime(options: BuildRuntimeOptions): Runtime {
       stepBudgetMs: options.stepBudgetMs ?? DEFAULT_STEP_BUDGET_MS,
       observer,
     });
-  const { concurrency, leaseMs, maxAttempts, recordLimits, idlePollMs } = options;
+  const { concurrency, leaseMs, maxAttempts, recordLimits, idlePollMs, now } = options;
   const slugs = new TenantSlugs(store.tenants);
-  const worker = new Worker({ queue: store.queue, executor, log, concurrency, leaseMs, maxAttempts, recordLimits, ...(idlePollMs !== undefined && { idlePollMs }), observer, tenantSlug: (id) => slugs.get(id) });
+  const worker = new Worker({ queue: store.queue, executor, log, concurrency, leaseMs, maxAttempts, recordLimits, ...(idlePollMs !== undefined && { idlePollMs }), ...(now && { now }), observer, tenantSlug: (id) => slugs.get(id) });
   const scheduler = options.scheduler
     ? new Scheduler({
         store: store.schedules,

@@ -26,6 +26,8 @@ export interface StepRecorderOptions {
   log: Logger;
   now: () => number;
   limits: RecordLimits;
+  // Each try's CallTries.ready: the worker's check that the run is still its own.
+  ready(signal: AbortSignal): Promise<void>;
 }
 
 // The steps of one run attempt, written to the store as they start, as each
@@ -143,6 +145,7 @@ export class StepRecorder {
       this.#save();
     }
     return {
+      ready: (signal) => this.#o.ready(signal),
       backoff: async (error, delayMs, signal) => {
         if (!open()) return pause(delayMs, signal);
         error = this.error(error);

@@ -49,7 +49,10 @@ export function createToolCaller(skills: SkillPool, secrets: SecretBox, observer
             `tools/call ${tool}`,
             { kind: SpanKind.CLIENT, attributes: { [ATTR.skill]: skill.id, [ATTR.tool]: tool, "mcp.method.name": "tools/call" } },
             async (span) => {
-              const result = await (await skills.client(connection)).callTool(tool, args, idempotencyKey, signal);
+              const client = await skills.client(connection);
+              // After connecting, which may take round trips: as near the call as can be.
+              await tries.ready(signal);
+              const result = await client.callTool(tool, args, idempotencyKey, signal);
               if (result.isError) failed(span, "tool_error");
               observer.skillCall(skill.tenantId, result.isError ? "tool_error" : "ok", took());
               return result;

@@ -255,7 +255,8 @@ export class Worker {
       event: run.eventId ?? undefined,
     });
     log.info({ attempt: run.attempt, worker: this.owner }, "run started");
-    const recorder = new StepRecorder({ queue, owner: this.owner, run, log, now, limits: this.#o.recordLimits });
+    const ready = (signal: AbortSignal) => this.#stillHeld(run.id, controller, signal);
+    const recorder = new StepRecorder({ queue, owner: this.owner, run, log, now, limits: this.#o.recordLimits, ready });
     const started = performance.now();
     let result: ExecutionResult;
     try {
@@ -331,6 +332,30 @@ export class Worker {
     await this.#o.queue.release(this.owner, [run.id], this.#o.now()).catch(() => {
       // Still down: the lease expires instead.
     });
+  }
+
+  // Before each try of a step's call goes out (CallTries.ready). A lease
+  // renewed two heartbeats ago or longer means this process did not run for
+  // a while (a pause, a starved machine): the lease may have lapsed and
+  // another worker claimed the run, which executes the step too. So the
+  // lease is renewed first, and the attempt aborted, its call not sent, if
+  // the run is no longer held here. Otherwise nothing is waited for: a live
+  // worker's heartbeat keeps its renewal younger than that. A store that
+  // cannot be reached is left to the heartbeat, as in #beat: the call goes
+  // out unless the lease has lapsed.
+  async #stillHeld(runId: string, controller: AbortController, signal: AbortSignal): Promise<void> {
+    if (signal.aborted) throw signal.reason;
+    const now = this.#o.now();
+    const age = now - (this.#renewed.get(runId) ?? now);
+    if (age < (this.#o.leaseMs * 2) / 3) return;
+    try {
+      const held = await this.#o.queue.heartbeat(this.owner, [runId], this.#o.leaseMs, now);
+      if (held.has(runId)) this.#renewed.set(runId, now);
+      else controller.abort(new Error("run no longer held by this worker (its lease lapsed, or it was cancelled); the step's call was not sent"));
+    } catch {
+      if (age >= this.#o.leaseMs) controller.abort(new Error("run lease lapsed while the store was unreachable"));
+    }
+    if (signal.aborted) throw signal.reason;
   }
 
   // Extends every held lease; a run no longer held (cancelled) is aborted.

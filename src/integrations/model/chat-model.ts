@@ -141,6 +141,7 @@ export function createChatModel({ fetch, backoffMs = [500, 2000] }: ChatModelOpt
             `chat ${endpoint.model}`,
             { kind: SpanKind.CLIENT, attributes: { "gen_ai.operation.name": "chat", "gen_ai.request.model": endpoint.model, "server.address": url.hostname } },
             async (span) => {
+              await tries.ready(signal);
               const completion = await client.chat.completions.create(
                 { model: endpoint.model, messages: request.messages, ...(request.tools.length ? { tools: request.tools } : {}) },
                 { signal },
