@@ -4,7 +4,7 @@
 // claim it), and gives back, rather than fails, a run whose executor met the
 // unavailable store. The queue is a stand-in whose calls fail while `down`.
 import { Worker } from "../src/runtime/worker.js";
-import type { Executor } from "../src/runtime/executor.js";
+import type { ExecutionContext, Executor } from "../src/runtime/executor.js";
 import { StoreUnavailableError } from "../src/store/errors.js";
 import type { RunRow } from "../src/store/rows.js";
 import type { RunQueue } from "../src/store/store.js";
@@ -96,5 +96,81 @@ describe("the worker during a store outage", () => {
     await waitFor("the run to be released", 10_000, () => (calls.released.includes("run_b") ? true : undefined));
     await worker.stop(0);
     expect(calls.finished).toEqual([]);
+  });
+});
+
+// Before each try of a step's call (CallTries.ready), a worker whose last
+// renewal of the run's lease is two heartbeats old or more (it was stalled)
+// confirms the lease first. Its clock is stepped here; the lease (60 s) keeps
+// its own heartbeat (every 20 s) out of the test.
+describe("the lease check before a step's call", () => {
+  const lease = 60_000;
+
+  function setup(heldHere: boolean) {
+    const state = { down: false, held: heldHere, beats: 0, t: 1_000_000, claimed: false };
+    const queue: RunQueue = {
+      claim: async () => (state.claimed ? [] : ((state.claimed = true), [run("run_s")])),
+      heartbeat: async (_owner, ids) => {
+        state.beats++;
+        if (state.down) throw new StoreUnavailableError("connect ECONNREFUSED");
+        return new Set(state.held ? ids : []);
+      },
+      recordSteps: async () => true,
+      finish: async () => true,
+      release: async () => undefined,
+      cancel: async () => undefined,
+      nextLeaseExpiry: async () => undefined,
+      insertMany: async () => true,
+    };
+    let context!: (ctx: ExecutionContext) => void;
+    const started = new Promise<ExecutionContext>((resolve) => (context = resolve));
+    const executor: Executor = {
+      execute: (_run, ctx) =>
+        new Promise((resolve) => {
+          context(ctx);
+          ctx.signal.addEventListener("abort", () => resolve({ status: "failed", error: "aborted" }));
+        }),
+    };
+    const worker = new Worker({ queue, executor, log: new LogCapture("error").logger, concurrency: 1, leaseMs: lease, maxAttempts: 3, idlePollMs: 600_000, now: () => state.t });
+    worker.start();
+    return { state, worker, started };
+  }
+
+  it("sends the call at once when renewed lately, after renewing the lease when not, and while the store cannot say before the lease lapses", async () => {
+    const { state, worker, started } = setup(true);
+    const ctx = await started;
+    const step = ctx.startStep({ kind: "tool_call", skillId: "skl_1", tool: "t", arguments: {} });
+    const at = state.t;
+    state.down = true;
+    state.t = at + 10_000;
+    await step.ready(ctx.signal);
+    expect(state.beats).toBe(0);
+    state.t = at + 45_000;
+    await step.ready(ctx.signal);
+    expect(state.beats).toBe(1);
+    state.down = false;
+    state.t = at + 50_000;
+    await step.ready(ctx.signal);
+    expect(state.beats).toBe(2);
+    // Renewed at +50 s: ten seconds later it is young again.
+    state.t = at + 60_000;
+    await step.ready(ctx.signal);
+    expect(state.beats).toBe(2);
+    // Unconfirmed for longer than the lease: another worker may hold the run.
+    state.down = true;
+    state.t = at + 111_000;
+    await expect(step.ready(ctx.signal)).rejects.toThrow("run lease lapsed while the store was unreachable");
+    expect(ctx.signal.aborted).toBe(true);
+    await worker.stop(0);
+  });
+
+  it("does not send the call once the run is no longer held here", async () => {
+    const { state, worker, started } = setup(false);
+    const ctx = await started;
+    const step = ctx.startStep({ kind: "tool_call", skillId: "skl_1", tool: "t", arguments: {} });
+    state.t += 45_000;
+    await expect(step.ready(ctx.signal)).rejects.toThrow(/no longer held by this worker/);
+    expect(ctx.signal.aborted).toBe(true);
+    await worker.stop(0);
   });
 });
