@@ -116,12 +116,16 @@ migrations: $(NPM_INSTALL_STAMP)
 # suites drive Debian's Chromium, installed here when it is missing, and the
 # Python client's suite Debian's protoc and python3-grpcio (python-grpc).
 # better-sqlite3's compile takes one core for some 100 s, so `make -j2` runs
-# the build, `check` and the Node 24 build (a second better-sqlite3 compile)
-# on the other meanwhile, and jest has the machine to itself afterwards (585 s
-# of CPU in 348 s on 2 cores, 2026-11-27 01:30). The suites that need the
-# Node 24 build run last: the Node 24 suite, and the tenant-isolation timing
-# suite, alone, since it bounds how long one tenant's flood may delay
-# another's webhook on this server.
+# the build and `check` on the other meanwhile: about as much work, so both
+# end together. Only the last stage needs the Node 24 build (a second
+# better-sqlite3 compile, JOBS=2, some 40 s of CPU), so it runs at nice 10
+# beside the main jest stage: in the -j2 stage it took CPU from the compile
+# every test waits for, and that stage took 152 s for the compile's 100 s of
+# CPU (fresh clone, 2026-11-27 16:27, AMD EPYC).
+# The suites that need the Node 24 build run last: the Node 24 suite, and the
+# tenant-isolation timing suite, alone, since it bounds how long one tenant's
+# flood may delay another's webhook on this server.
+# Each stage's end is printed in seconds since the start (`make test: ...`).
 # Every stage runs even when one before it failed (a lint error must not hide
 # a failing test), and `make test` fails at the end if any did, naming them.
 # Each jest stage writes its results to dist/test-results, from which the
@@ -134,12 +138,18 @@ LAST_STAGE := test/expression-budgets.test.ts test/node24.test.ts
 JEST := NODE_OPTIONS=--experimental-vm-modules $(BIN)/jest --ci
 RESULTS := dist/test-results
 test: $(NPM_INSTALL_STAMP)
-	@failed=""; mkdir -p $(RESULTS); rm -f $(RESULTS)/*.json; \
+	@failed=""; mkdir -p $(RESULTS); rm -f $(RESULTS)/*.json; SECONDS=0; \
 	$(MAKE) --no-print-directory chromium || failed="$$failed chromium"; \
 	$(MAKE) --no-print-directory python-grpc || failed="$$failed python-grpc"; \
-	$(MAKE) --no-print-directory -j2 -k build check node24 || failed="$$failed build/check/node24"; \
+	echo "make test: Debian packages checked at $$SECONDS s"; \
+	$(MAKE) --no-print-directory -j2 -k build check || failed="$$failed build/check"; \
+	echo "make test: build and checks done at $$SECONDS s"; \
+	nice -n 10 $(MAKE) --no-print-directory node24 & node24=$$!; \
 	$(JEST) --maxWorkers=$(JEST_WORKERS) --json --outputFile=$(RESULTS)/suites.json --testPathIgnorePatterns $(LAST_STAGE) || failed="$$failed jest"; \
+	echo "make test: main jest stage done at $$SECONDS s"; \
+	wait $$node24 || failed="$$failed node24"; \
 	$(JEST) --json --outputFile=$(RESULTS)/last.json --runInBand $(LAST_STAGE) || failed="$$failed jest-last"; \
+	echo "make test: last jest stage done at $$SECONDS s"; \
 	node -e "$$SLOWEST_SUITES" $(RESULTS)/*.json; \
 	if [ -n "$$failed" ]; then echo "make test failed:$$failed" >&2; exit 1; fi
 
