@@ -26,6 +26,7 @@ import { createRunRepo } from "../src/store/postgres/repos.js";
 import { queuedCount } from "../src/store/postgres/runs.js";
 import { createSqliteStore } from "../src/store/sqlite/store.js";
 import { newId } from "../src/lib/ids.js";
+import { queuedRun } from "../src/store/queued-run.js";
 import type { RunInsert } from "../src/store/rows.js";
 import type { IngestItem, RetentionStore, RunQueue, RunStore, WebhookStore } from "../src/store/store.js";
 import { createTestDatabase } from "./support/postgres.js";
@@ -273,6 +274,30 @@ describe.each([
     const large = await costs();
     const grew = Object.keys(large).filter((status) => large[status]! > 2 * small[status]! + 2);
     expect({ small, large, grew }).toMatchObject({ grew: [] });
+  });
+
+  it("reading a tenant's run changes (WatchRuns) costs the same with 50,000 of its runs queued as with 1,000", async () => {
+    // From a cursor taken now: runs queued after it (read on runs_queued from
+    // the cursor's id on) and runs of the backlog claimed after it (on
+    // runs_changes); the backlog queued before it is not to be crossed.
+    const costs = async () => {
+      await e.endRunning();
+      const from = Date.now() - 1;
+      const fresh = Array.from({ length: 10 }, () => queuedRun({ tenantId: TENANT, agentId: "agt-1", input: null }, Date.now()));
+      await e.queue.insertMany(fresh, 1_000_000);
+      expect(await e.queue.claim("worker", CLAIM, 60_000, 3, Date.now(), [])).toHaveLength(CLAIM);
+      return costPerCall(e, 6, async () => {
+        const rows = await e.runs.list(TENANT, { limit: 100, after: { by: "updateTime", value: from, id: "" } });
+        expect(rows.filter((r) => r.status === "queued").map((r) => r.id)).toEqual(fresh.map((r) => r.id));
+        expect(rows.filter((r) => r.status === "running")).toHaveLength(CLAIM);
+      });
+    };
+    await e.seed(1_000, 1);
+    const small = await costs();
+    await e.seed(49_000, 1);
+    const large = await costs();
+    expect(small).toBeGreaterThan(0);
+    expect({ small, large, grew: large > 2 * small + 2 }).toMatchObject({ grew: false });
   });
 
   it("a retention batch costs the same per deleted run with 50,000 runs queued as with 1,000", async () => {

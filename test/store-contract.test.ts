@@ -10,6 +10,7 @@ import postgres from "postgres";
 import { idFloor, newId } from "../src/lib/ids.js";
 import { StoreConflictError, StoreQuotaError, StoreReferenceError, StoreUnavailableError } from "../src/store/errors.js";
 import { openStore } from "../src/store/open.js";
+import { queuedRun } from "../src/store/queued-run.js";
 import { createPostgresStore } from "../src/store/postgres/store.js";
 import type { AgentInsert, EventInsert, RunInsert, SkillInsert, TriggerInsert, WebhookSourceInsert } from "../src/store/rows.js";
 import { createSqliteStore } from "../src/store/sqlite/store.js";
@@ -241,6 +242,44 @@ describe.each(engines)("Store contract on $name", (engine) => {
       expect(await ids({ limit: 10, where: { status: "succeeded", agentId: y.id } })).toEqual([r3, r1]);
       // The status is written into the statement: only a known one.
       await expect(ids({ limit: 10, where: { status: "queued' or '1' = '1" as never } })).rejects.toThrow(/unknown run status/);
+    });
+
+    it("reads the runs changed since they were queued and those not, in one (update_time, id) order (change feeds)", async () => {
+      const tenantId = await newTenant();
+      const agentId = (await a.agents.insert(agentRow(tenantId))).id;
+      // Queued as the service queues runs: each id made at its create time.
+      const base = now + 60_000;
+      const q = [2, 2, 2, 3, 6].map((t) => queuedRun({ tenantId, agentId, input: null }, base + t));
+      for (const r of q) await a.runs.insert(r);
+      // q[0] claimed at +4; q[3] given back to the queue at +5; the others not changed.
+      await a.runs.update(tenantId, q[0]!.id, { status: "running", attempt: 1, updateTime: base + 4 });
+      await a.runs.update(tenantId, q[3]!.id, { updateTime: base + 5 });
+      const key = (r: RunInsert, t: number) => ({ id: r.id, t });
+      const order = [key(q[0]!, 4), key(q[1]!, 2), key(q[2]!, 2), key(q[3]!, 5), key(q[4]!, 6)]
+        .sort((x, y) => x.t - y.t || (x.id < y.id ? -1 : 1))
+        .map((k) => k.id);
+      const feed = (value: number, id: string, limit = 10, where = {}) =>
+        b.runs.list(tenantId, { limit, where, after: { by: "updateTime", value, id } }).then((r) => r.map((x) => x.id));
+      expect(await feed(base, "")).toEqual(order);
+      // Page by page, each from the last row's key.
+      for (const limit of [1, 2]) {
+        const paged: string[] = [];
+        // Bounded: a cursor that does not move would read the same page forever.
+        for (let from = { value: base, id: "" }, pages = 0; pages <= order.length; pages++) {
+          const page = await b.runs.list(tenantId, { limit, after: { by: "updateTime", ...from } });
+          paged.push(...page.map((r) => r.id));
+          if (page.length < limit) break;
+          from = { value: page.at(-1)!.updateTime, id: page.at(-1)!.id };
+        }
+        expect(paged).toEqual(order);
+      }
+      // From within a millisecond, and from one whose id is another part's.
+      const [first, second] = [q[1]!, q[2]!].sort((x, y) => (x.id < y.id ? -1 : 1));
+      expect(await feed(base + 2, first!.id)).toEqual(order.slice(order.indexOf(second!.id)));
+      expect(await feed(base + 4, q[0]!.id)).toEqual(order.slice(order.indexOf(q[0]!.id) + 1));
+      expect(await feed(base + 4, "")).toEqual(order.slice(order.indexOf(q[0]!.id)));
+      expect(await feed(base, "", 10, { status: "queued" })).toEqual(order.filter((id) => id !== q[0]!.id));
+      expect(await feed(base, "", 10, { status: "running" })).toEqual([q[0]!.id]);
     });
 
     it("reads oldest first after a keyset (change feeds): runs by (update_time, id), events by id", async () => {

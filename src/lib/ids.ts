@@ -29,13 +29,36 @@ export function newId(kind: IdKind): string {
   const random = randomBlock();
   const now = Date.now();
   if (now > msecs) {
-    seq = ((random[6]! & 0x7f) << 24) | (random[7]! << 16) | (random[8]! << 8) | random[9]!;
+    seq = seedOf(random);
     msecs = now;
   } else {
     seq = (seq + 1) | 0;
     if (seq === 0) msecs++;
   }
   return `${kind}_${uuidv7({ random, msecs, seq })}`;
+}
+
+const seedOf = (random: Uint8Array) => ((random[6]! & 0x7f) << 24) | (random[7]! << 16) | (random[8]! << 8) | random[9]!;
+
+// newIdAt's own sequence: a test's clock, or a caller's time taken a moment
+// ago, does not move newId's.
+let atMsecs = -Infinity;
+let atSeq = 0;
+
+// An id made at `ms` by the caller's clock, exactly: a run's id says its
+// create_time to the millisecond (store/list-query.ts, RUN_CHANGES_SPLIT).
+// Ids made at the same millisecond as the last one follow it (a wrapped
+// counter is not carried into the next millisecond: the 62 random bits keep
+// it unique); at a later one they start a new sequence; at an earlier one (a
+// clock set back, a time taken before another caller's) they get a random
+// one, unordered among that millisecond's ids.
+export function newIdAt(kind: IdKind, ms: number): string {
+  const random = randomBlock();
+  const at = Math.floor(ms);
+  if (at < atMsecs) return `${kind}_${uuidv7({ random, msecs: at, seq: seedOf(random) })}`;
+  atSeq = at > atMsecs ? seedOf(random) : (atSeq + 1) | 0;
+  atMsecs = at;
+  return `${kind}_${uuidv7({ random, msecs: at, seq: atSeq })}`;
 }
 
 // When an id was made (its UUIDv7 milliseconds), by the clock of the process

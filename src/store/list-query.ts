@@ -2,6 +2,7 @@
 // filters and the order of TenantRepo.list.
 import type { Column } from "drizzle-orm";
 import { idFloor } from "../lib/ids.js";
+import type { RunRow } from "./rows.js";
 import type { ListQuery, RunQuery } from "./store.js";
 import { RUN_STATUSES } from "./types.js";
 
@@ -46,6 +47,48 @@ export const runListConditions = <C extends Column>(id: C): (ExtraCondition<C> |
   RUN_STATUS_FILTER,
 ];
 
+// A list read in parts, each with its own conditions (written as they are,
+// to name a partial index) and its own query, and the parts' pages merged
+// into the list's page: for a list whose rows are split over partial indexes
+// that no single order walks.
+export interface SplitList<Row> {
+  // The parts of this query, or undefined to read it whole.
+  parts(query: ListQuery<Row>): { query: ListQuery<Row>; condition: string }[] | undefined;
+  merge(pages: Row[][], limit: number): Row[];
+}
+
+// The runs change feed (WatchRuns: after `updateTime`), in two parts:
+// - runs changed since they were queued, by (update_time, id) on
+//   runs_changes, which is partial on exactly those, in its words;
+// - runs not changed since they were queued, by id on runs_queued: a run's
+//   id is made at its create_time (queued-run.ts), so for these the id
+//   order is the (update_time, id) order, and ids from the cursor's
+//   millisecond on are the rows after it.
+// So a run's insert writes no runs_changes entry, and its claim one (not a
+// move): runs_changes was the fourth index ingest wrote a page of per tenant.
+// A status filter other than queued leaves the second part out.
+export const RUN_CHANGES_SPLIT: SplitList<RunRow> = {
+  parts(query) {
+    if (query.after?.by !== "updateTime") return undefined;
+    const changed = { query, condition: "(status <> 'queued' or update_time <> create_time)" };
+    const status = query.where?.status;
+    if (status !== undefined && status !== "queued") return [changed];
+    const { value = 0, id } = query.after;
+    // The first id after the cursor (value, id) among ids made at their row's
+    // update_time: after `id` within the cursor's millisecond, else from the
+    // millisecond's first id (or the next one's, for a cursor id made later).
+    const floor = idFloor("run", value);
+    const next = idFloor("run", value + 1);
+    const after = [floor, id < next ? id : next].reduce((a, b) => (a > b ? a : b));
+    return [changed, { query: { ...query, after: { id: after } }, condition: "status = 'queued' and update_time = create_time" }];
+  },
+  merge: (pages, limit) =>
+    pages
+      .flat()
+      .sort((a, b) => a.updateTime - b.updateTime || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+      .slice(0, limit),
+};
+
 // The table's columns as the engine names them in SQL.
 export interface ListedTable<C extends Column> {
   id: C;
@@ -70,11 +113,14 @@ export function listQuery<C extends Column, Row>(
   placeholder: (n: number) => string,
   tenantId: string,
   query: ListQuery<Row>,
+  // A part's own condition (SplitList), as written.
+  condition?: string,
 ): { text: string; params: unknown[] } {
   const { col } = table;
   const params: unknown[] = [tenantId];
   const bind = (value: unknown) => placeholder(params.push(value));
   const conds = [`${col(table.tenantId)} = ${placeholder(1)}`];
+  if (condition) conds.push(condition);
   if (query.beforeId) conds.push(`${col(table.id)} < ${bind(query.beforeId)}`);
   let order = `${col(table.id)} desc`;
   if (query.after) {
@@ -102,4 +148,15 @@ export function listQuery<C extends Column, Row>(
     conds.push(`${col(column)} ${op} ${bind(encode(column, bound(value)))}`);
   }
   return { text: `where ${conds.join(" and ")} order by ${order} limit ${bind(query.limit)}`, params };
+}
+
+// Reads `query` with `read`, in parts when `split` has some for it.
+export async function listInParts<Row>(
+  split: SplitList<Row> | undefined,
+  query: ListQuery<Row>,
+  read: (query: ListQuery<Row>, condition?: string) => Promise<Row[]>,
+): Promise<Row[]> {
+  const parts = split?.parts(query);
+  if (!split || !parts) return read(query);
+  return split.merge(await Promise.all(parts.map((p) => read(p.query, p.condition))), query.limit);
 }

@@ -5,7 +5,7 @@ import { pg } from "./errors.js";
 import { lockTenantScope } from "./locks.js";
 import type { Db, Sql } from "./open.js";
 import type { RunInsert, RunRow, TenantRow } from "../rows.js";
-import { listQuery, runListConditions, type ExtraCondition, type LiteralFilter } from "../list-query.js";
+import { listInParts, listQuery, RUN_CHANGES_SPLIT, runListConditions, type ExtraCondition, type LiteralFilter, type SplitList } from "../list-query.js";
 import type { ListQuery, TenantRepo, TenantStore } from "../store.js";
 import * as schema from "./schema.js";
 
@@ -48,6 +48,7 @@ export function tenantRepo<T extends TenantScopedTable, Row, Insert>(
   // Reads are cancelled past it (see deadline.ts).
   timeoutMs: number,
   extra: (ExtraCondition<PgColumn> | LiteralFilter)[] = [],
+  split?: SplitList<Row>,
 ): { repo: TenantRepo<Row, Insert>; reader: TableReader } {
   const reader = tableReader(table);
   const { col } = reader;
@@ -57,10 +58,12 @@ export function tenantRepo<T extends TenantScopedTable, Row, Insert>(
   const name = getTableName(table);
   const repo: TenantRepo<Row, Insert> = {
     list: (tenantId, query) =>
-      pg(async () => {
-        const { text, params } = listQuery(listed, extra, (n) => `$${n}`, tenantId, query);
-        return [...(await within(sql.unsafe(`${reader.select} ${text}`, params as never[], { prepare: true }), timeoutMs))] as Row[]; // rows already in the Row shape (see tableReader)
-      }),
+      listInParts(split, query, (part, condition) =>
+        pg(async () => {
+          const { text, params } = listQuery(listed, extra, (n) => `$${n}`, tenantId, part, condition);
+          return [...(await within(sql.unsafe(`${reader.select} ${text}`, params as never[], { prepare: true }), timeoutMs))] as Row[]; // rows already in the Row shape (see tableReader)
+        }),
+      ),
     get: (tenantId, id) => pg(async () => (await within(sql.unsafe(get, [tenantId, id], { prepare: true }), timeoutMs))[0] as Row | undefined),
     insert: (row) => pg(async () => (await db.insert(table).values(row as T["$inferInsert"]).returning())[0] as Row),
     // The count and the insert under one transaction-scoped lock per (table,
@@ -116,4 +119,4 @@ export function tenantStore(sql: Sql, db: Db, timeoutMs: number): TenantStore {
 
 // Runs, with the runs list's conditions (list-query.ts).
 export const createRunRepo = (sql: Sql, db: Db, timeoutMs: number) =>
-  tenantRepo<typeof schema.runs, RunRow, RunInsert>(sql, db, schema.runs, timeoutMs, runListConditions(schema.runs.id));
+  tenantRepo<typeof schema.runs, RunRow, RunInsert>(sql, db, schema.runs, timeoutMs, runListConditions(schema.runs.id), RUN_CHANGES_SPLIT);

@@ -226,8 +226,12 @@ export const runs = pgTable(
     // one), and on a table never analyzed the planner walks this index in
     // end-time order, a batch's rows, where it walked all of runs_status.
     index("runs_end_time").on(t.endTime).where(sql`status in ('succeeded', 'failed', 'cancelled', 'timed_out')`),
-    // Change feeds (WatchRuns): a tenant's runs by their last change.
-    index("runs_changes").on(t.tenantId, t.updateTime, t.id),
+    // Change feeds (WatchRuns): a tenant's runs by their last change, of the
+    // runs changed since they were queued; the others are read on
+    // runs_queued (RUN_CHANGES_SPLIT in list-query.ts, which names this
+    // condition). So ingest adds no entry here, and a claim adds one rather
+    // than moving one.
+    index("runs_changes").on(t.tenantId, t.updateTime, t.id).where(sql`status <> 'queued' or update_time <> create_time`),
   ],
 );
 

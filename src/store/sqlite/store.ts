@@ -19,7 +19,7 @@ import * as schema from "./schema.js";
 import { WAL_CHECKPOINT_PAGES, type SqliteOptions } from "./connection.js";
 import { migrateSqlite, openSqlite, type Db } from "./open.js";
 import { SqliteSignals, type SqliteSignalOptions } from "./signals.js";
-import { listQuery, runListConditions, type ExtraCondition, type LiteralFilter } from "../list-query.js";
+import { listInParts, listQuery, RUN_CHANGES_SPLIT, runListConditions, type ExtraCondition, type LiteralFilter, type SplitList } from "../list-query.js";
 import { signalled } from "../signalled.js";
 import type { EventQuery, Store, TenantRepo } from "../store.js";
 
@@ -83,6 +83,7 @@ function tenantRepo<T extends TenantScopedTable, Row, Insert>(
   raw: Database.Database,
   table: T,
   extra: (ExtraCondition<SQLiteColumn> | LiteralFilter)[] = [],
+  split?: SplitList<Row>,
 ) {
   const reader = tableReader<Row>(raw, table);
   const col = (c: SQLiteColumn) => `${reader.table}.${quote(c.name)}`;
@@ -104,17 +105,19 @@ function tenantRepo<T extends TenantScopedTable, Row, Insert>(
   );
   const repo: TenantRepo<Row, Insert> = {
     list: (tenantId, query) =>
-      run(() => {
-        const { text, params } = listQuery(listed, extra, () => "?", tenantId, query);
-        const sql = `${select} ${text}`;
-        let stmt = listStmts.get(sql);
-        if (!stmt) {
-          if (listStmts.size >= MAX_LIST_SHAPES) listStmts.clear();
-          stmt = reader.prepare(sql);
-          listStmts.set(sql, stmt);
-        }
-        return stmt.all(params).map(reader.decode);
-      }),
+      listInParts(split, query, (part, condition) =>
+        run(() => {
+          const { text, params } = listQuery(listed, extra, () => "?", tenantId, part, condition);
+          const sql = `${select} ${text}`;
+          let stmt = listStmts.get(sql);
+          if (!stmt) {
+            if (listStmts.size >= MAX_LIST_SHAPES) listStmts.clear();
+            stmt = reader.prepare(sql);
+            listStmts.set(sql, stmt);
+          }
+          return stmt.all(params).map(reader.decode);
+        }),
+      ),
     get: (tenantId, id) =>
       run(() => {
         const values = getStmt().get(tenantId, id);
@@ -170,7 +173,7 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
        where ${memberRepo.col(members.tenantId)} = ? and ${memberRepo.col(members.subject)} = ?`,
     ),
   );
-  const runRepo = tenantRepo<typeof runs, rows.RunRow, typeof runs.$inferInsert>(db, raw, runs, runListConditions(runs.id));
+  const runRepo = tenantRepo<typeof runs, rows.RunRow, typeof runs.$inferInsert>(db, raw, runs, runListConditions(runs.id), RUN_CHANGES_SPLIT);
   const runIdsForEvent = lazy(() =>
     raw
       .prepare<[string, string], string>(
