@@ -4,7 +4,7 @@
 // claim it), and gives back, rather than fails, a run whose executor met the
 // unavailable store. The queue is a stand-in whose calls fail while `down`.
 import { Worker } from "../src/runtime/worker.js";
-import type { ExecutionContext, Executor } from "../src/runtime/executor.js";
+import type { ExecutionContext, Executor, StepHandle } from "../src/runtime/executor.js";
 import { StoreUnavailableError } from "../src/store/errors.js";
 import type { RunRow } from "../src/store/rows.js";
 import type { RunQueue } from "../src/store/store.js";
@@ -36,13 +36,14 @@ function run(id: string): RunRow {
   } as RunRow;
 }
 
-// A queue that hands out `runs` once; every call fails while `state.down`.
-function flakyQueue(runs: RunRow[], state: { down: boolean }) {
-  const calls = { claim: 0, released: [] as string[], finished: [] as string[] };
+// A queue that hands out `runs` once; every call fails while `state.down`;
+// a heartbeat finds none of them held once `state.held` is false.
+function flakyQueue(runs: RunRow[], state: { down: boolean; held?: boolean }) {
+  const calls = { claim: 0, heartbeats: 0, released: [] as string[], finished: [] as string[] };
   const guard = <T>(value: () => T): Promise<T> => (state.down ? Promise.reject(new StoreUnavailableError("connect ECONNREFUSED")) : Promise.resolve(value()));
   const queue: RunQueue = {
     claim: () => guard(() => (calls.claim++ === 0 ? runs : [])),
-    heartbeat: (_owner, ids) => guard(() => new Set(ids)),
+    heartbeat: (_owner, ids) => (calls.heartbeats++, guard(() => new Set(state.held === false ? [] : ids))),
     recordSteps: () => guard(() => true),
     finish: (_owner, id) => guard(() => (calls.finished.push(id), true)),
     release: (_owner, ids) => guard(() => void calls.released.push(...ids)),
@@ -107,21 +108,8 @@ describe("the lease check before a step's call", () => {
   const lease = 60_000;
 
   function setup(heldHere: boolean) {
-    const state = { down: false, held: heldHere, beats: 0, t: 1_000_000, claimed: false };
-    const queue: RunQueue = {
-      claim: async () => (state.claimed ? [] : ((state.claimed = true), [run("run_s")])),
-      heartbeat: async (_owner, ids) => {
-        state.beats++;
-        if (state.down) throw new StoreUnavailableError("connect ECONNREFUSED");
-        return new Set(state.held ? ids : []);
-      },
-      recordSteps: async () => true,
-      finish: async () => true,
-      release: async () => undefined,
-      cancel: async () => undefined,
-      nextLeaseExpiry: async () => undefined,
-      insertMany: async () => true,
-    };
+    const state = { down: false, held: heldHere, t: 1_000_000 };
+    const { queue, calls } = flakyQueue([run("run_s")], state);
     let context!: (ctx: ExecutionContext) => void;
     const started = new Promise<ExecutionContext>((resolve) => (context = resolve));
     const executor: Executor = {
@@ -133,43 +121,38 @@ describe("the lease check before a step's call", () => {
     };
     const worker = new Worker({ queue, executor, log: new LogCapture("error").logger, concurrency: 1, leaseMs: lease, maxAttempts: 3, idlePollMs: 600_000, now: () => state.t });
     worker.start();
-    return { state, worker, started };
+    // The step's call at `offset` past the claim: it may go out, after `heartbeats` heartbeats in all.
+    const readyAt = async (step: StepHandle, signal: AbortSignal, offset: number) => {
+      state.t = 1_000_000 + offset;
+      await step.ready(signal);
+      return calls.heartbeats;
+    };
+    return { state, worker, started, readyAt };
   }
 
   it("sends the call at once when renewed lately, after renewing the lease when not, and while the store cannot say before the lease lapses", async () => {
-    const { state, worker, started } = setup(true);
+    const { state, worker, started, readyAt } = setup(true);
     const ctx = await started;
     const step = ctx.startStep({ kind: "tool_call", skillId: "skl_1", tool: "t", arguments: {} });
-    const at = state.t;
     state.down = true;
-    state.t = at + 10_000;
-    await step.ready(ctx.signal);
-    expect(state.beats).toBe(0);
-    state.t = at + 45_000;
-    await step.ready(ctx.signal);
-    expect(state.beats).toBe(1);
+    expect(await readyAt(step, ctx.signal, 10_000)).toBe(0);
+    expect(await readyAt(step, ctx.signal, 45_000)).toBe(1);
     state.down = false;
-    state.t = at + 50_000;
-    await step.ready(ctx.signal);
-    expect(state.beats).toBe(2);
+    expect(await readyAt(step, ctx.signal, 50_000)).toBe(2);
     // Renewed at +50 s: ten seconds later it is young again.
-    state.t = at + 60_000;
-    await step.ready(ctx.signal);
-    expect(state.beats).toBe(2);
+    expect(await readyAt(step, ctx.signal, 60_000)).toBe(2);
     // Unconfirmed for longer than the lease: another worker may hold the run.
     state.down = true;
-    state.t = at + 111_000;
-    await expect(step.ready(ctx.signal)).rejects.toThrow("run lease lapsed while the store was unreachable");
+    await expect(readyAt(step, ctx.signal, 111_000)).rejects.toThrow("run lease lapsed while the store was unreachable");
     expect(ctx.signal.aborted).toBe(true);
     await worker.stop(0);
   });
 
   it("does not send the call once the run is no longer held here", async () => {
-    const { state, worker, started } = setup(false);
+    const { worker, started, readyAt } = setup(false);
     const ctx = await started;
     const step = ctx.startStep({ kind: "tool_call", skillId: "skl_1", tool: "t", arguments: {} });
-    state.t += 45_000;
-    await expect(step.ready(ctx.signal)).rejects.toThrow(/no longer held by this worker/);
+    await expect(readyAt(step, ctx.signal, 45_000)).rejects.toThrow(/no longer held by this worker/);
     expect(ctx.signal.aborted).toBe(true);
     await worker.stop(0);
   });

@@ -79,7 +79,8 @@ export const RUN_CHANGES_SPLIT: SplitList<RunRow> = {
     // millisecond's first id (or the next one's, for a cursor id made later).
     const floor = idFloor("run", value);
     const next = idFloor("run", value + 1);
-    const after = [floor, id < next ? id : next].reduce((a, b) => (a > b ? a : b));
+    const within = id < next ? id : next;
+    const after = within > floor ? within : floor;
     return [changed, { query: { ...query, after: { id: after } }, condition: "status = 'queued' and update_time = create_time" }];
   },
   merge: (pages, limit) =>
