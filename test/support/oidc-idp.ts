@@ -218,6 +218,11 @@ export async function startIdp(opts: StartIdpOptions): Promise<TestIdp> {
   const INTROSPECTION_PATH = "/token/introspection";
 
   const server: Server = createServer();
+  // Past any test's length: the clients here (undici) keep an idle socket
+  // for the server's Keep-Alive hint less a second, and on a loaded machine
+  // a request sent near the end of Node's default 5 s met the server's close
+  // (ECONNRESET on the token endpoint, a make test beside another).
+  server.keepAliveTimeout = 600_000;
   const port = await listenOnLoopback(server);
   // Plain http on loopback is accepted by oidc-provider as an issuer (it only
   // warns about https issuers reached without TLS / x-forwarded-proto).
