@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { NO_OBSERVER, type Observer } from "../../lib/observer.js";
+import { fetchRetryingReset } from "../outbound/retry-reset.js";
 import { ConcurrencyGate, GateBusy } from "./concurrency-gate.js";
 import { classifyErrorAnswer, oauthErrorOf, principalFromAnswer, readBounded, unauthenticated, unavailable } from "./introspection-answer.js";
 import type { Authenticator, Principal } from "./principal.js";
@@ -89,7 +90,8 @@ export function createIntrospectionAuthenticator(options: IntrospectionOptions):
   async function introspect(token: string): Promise<Principal> {
     lookups++;
     try {
-      const res = await fetch(options.url, {
+      // Read-only, so a request lost to a reused socket's reset is sent again.
+      const res = await fetchRetryingReset(fetch, options.url, {
         method: "POST",
         headers,
         body: new URLSearchParams({ token, token_type_hint: "access_token" }),

@@ -1,6 +1,7 @@
 import type { TokenRequestOutcome } from "../../lib/observer.js";
 import type { FetchLike } from "../outbound/guarded-fetch.js";
 import { readBounded } from "../outbound/read-bounded.js";
+import { fetchRetryingReset } from "../outbound/retry-reset.js";
 import { clean, jsonReason } from "../outbound/upstream-reason.js";
 import { chooseMethod, ClientAuthenticator, clientSecretRedactor, TOKEN_ENDPOINT_AUTH_METHODS, type ClientCredentials, type TokenEndpointAuthMethod } from "./client-auth.js";
 import {
@@ -124,7 +125,9 @@ export class OAuthSession {
     let status: number;
     let body: Record<string, unknown>;
     try {
-      const res = await this.fetch(endpoint, {
+      // A second token is harmless, so a request lost to a reused socket's
+      // reset is sent again (the form is a URLSearchParams: re-sendable).
+      const res = await fetchRetryingReset(this.fetch, endpoint, {
         method: "POST",
         headers,
         body: form,
