@@ -1,4 +1,5 @@
 import type { Sql } from "../open.js";
+import { RUNNING } from "./held-run.js";
 
 // Gives runs the owner holds back to the queue (graceful shutdown),
 // refunding their attempt.
@@ -6,5 +7,5 @@ export async function releaseRuns(sql: Sql, owner: string, ids: string[], now: n
   await sql`
     update runs set status = 'queued', lease_owner = null, lease_expire_time = null, attempt = greatest(attempt - 1, 0),
       start_time = null, update_time = ${now}
-    where id = any(${ids}::text[]) and lease_owner = ${owner} and status = 'running'`;
+    where id = any(${ids}::text[]) and lease_owner = ${owner} and status = ${RUNNING}`;
 }

@@ -2,6 +2,7 @@ import { groupCommit } from "../../group-commit.js";
 import type { RunRow } from "../../rows.js";
 import type { RunOutcome } from "../../store.js";
 import type { Sql } from "../open.js";
+import { RUNNING } from "./held-run.js";
 import type postgres from "postgres";
 
 type Tx = postgres.TransactionSql;
@@ -45,7 +46,7 @@ const WRITE = `
     lease_expire_time = case when v.status is null then r.lease_expire_time end,
     update_time = greatest(r.update_time + 1, v.now)
   from jsonb_to_recordset($1::text::jsonb) as v(id text, owner text, now bigint, steps jsonb, status text, output jsonb, error text)
-  where r.id = v.id and r.lease_owner = v.owner and r.status = 'running'
+  where r.id = v.id and r.lease_owner = v.owner and r.status = $2
   returning r.id`;
 
 // Writes a batch; true for each write whose run the writer still held. One
@@ -62,7 +63,7 @@ export async function writeRuns(sql: Sql, writes: StateWrite[]): Promise<boolean
   });
   const results = writes.map(() => false);
   const apply = async (q: Sql | Tx, round: { write: StateWrite; at: number }[]) => {
-    const done = await q.unsafe<{ id: string }[]>(WRITE, [`[${round.map(({ write }) => write.json).join(",")}]`], { prepare: true });
+    const done = await q.unsafe<{ id: string }[]>(WRITE, [`[${round.map(({ write }) => write.json).join(",")}]`, RUNNING], { prepare: true });
     const ids = new Set(done.map((d) => d.id));
     for (const { write, at } of round) results[at] = ids.has(write.id);
   };
