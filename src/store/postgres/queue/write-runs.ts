@@ -34,7 +34,11 @@ export const stateWrite = (
 // Step records and finishes of runs the writer holds (lease_owner), many in
 // one statement: a step record replaces the steps, a finish also ends the
 // run and drops its lease. update_time moves forward on every write, even
-// within one millisecond: watchers of a run notice its changes by it.
+// within one millisecond: watchers of a run notice its changes by it. The
+// runs are also named by `id = any($3)`, a condition on the primary key
+// itself: joined by `r.id = v.id` alone, a plan made on a nearly empty table
+// read every run for each batch (a walk of the key, the batch matched
+// against it), since the planner could not tell the batch was smaller.
 const WRITE = `
   update runs r set
     status = coalesce(v.status, r.status),
@@ -46,7 +50,7 @@ const WRITE = `
     lease_expire_time = case when v.status is null then r.lease_expire_time end,
     update_time = greatest(r.update_time + 1, v.now)
   from jsonb_to_recordset($1::text::jsonb) as v(id text, owner text, now bigint, steps jsonb, status text, output jsonb, error text)
-  where r.id = v.id and r.lease_owner = v.owner and r.status = $2
+  where r.id = any($3::text[]) and r.id = v.id and r.lease_owner = v.owner and r.status = $2
   returning r.id`;
 
 // Writes a batch; true for each write whose run the writer still held. One
@@ -63,7 +67,7 @@ export async function writeRuns(sql: Sql, writes: StateWrite[]): Promise<boolean
   });
   const results = writes.map(() => false);
   const apply = async (q: Sql | Tx, round: { write: StateWrite; at: number }[]) => {
-    const done = await q.unsafe<{ id: string }[]>(WRITE, [`[${round.map(({ write }) => write.json).join(",")}]`, RUNNING], { prepare: true });
+    const done = await q.unsafe<{ id: string }[]>(WRITE, [`[${round.map(({ write }) => write.json).join(",")}]`, RUNNING, round.map(({ write }) => write.id)], { prepare: true });
     const ids = new Set(done.map((d) => d.id));
     for (const { write, at } of round) results[at] = ids.has(write.id);
   };
