@@ -186,9 +186,7 @@ $(NODE24_SQLITE): $(NODE24_PACKAGE)/bin/node $(NPM_INSTALL_STAMP)
 node24: $(NODE24_SQLITE)
 
 chromium:
-	@command -v /usr/bin/chromium >/dev/null || { \
-	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
-	  $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+	@scripts/apt-install.sh 'command -v /usr/bin/chromium' chromium
 
 # The Python client's suite (test/clients-python.test.ts) generates stubs
 # with Debian's protoc and gRPC plugin (libprotobuf-dev has the well-known
@@ -196,10 +194,8 @@ chromium:
 # protobuf, installed here when missing.
 PYTHON_GRPC_DEBS := protobuf-compiler protobuf-compiler-grpc libprotobuf-dev python3-grpcio python3-protobuf
 python-grpc:
-	@{ command -v protoc && command -v grpc_python_plugin && test -f /usr/include/google/protobuf/struct.proto && \
-	  /usr/bin/python3 -c 'import grpc, google.protobuf'; } >/dev/null 2>&1 || { \
-	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
-	  $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PYTHON_GRPC_DEBS); }
+	@scripts/apt-install.sh "command -v protoc && command -v grpc_python_plugin && test -f /usr/include/google/protobuf/struct.proto && \
+	  /usr/bin/python3 -c 'import grpc, google.protobuf'" $(PYTHON_GRPC_DEBS)
 
 # The pictures of docs/console.md, taken again from the seeded tenant of
 # test/console-operator.test.ts (make test takes them into test-output/).
