@@ -125,6 +125,12 @@ const introspectionAt = (idp: Peer) =>
     maxQueued: 256,
   });
 
+// How introspecting a token at `idp` was refused; undefined if it was not.
+const refusalAt = (idp: Peer) =>
+  introspectionAt(idp)
+    .authenticate("token-one")
+    .then(() => undefined, (err: ConnectError) => err);
+
 describe("token introspection on a reset connection", () => {
   it("validates a second token whose request met the reused socket's reset", async () => {
     const idp = await peer(activeAnswer);
@@ -144,9 +150,7 @@ describe("token introspection on a reset connection", () => {
   it("sends a request once more only: a peer that drops every request makes introspection unavailable", async () => {
     const idp = await peer(activeAnswer, () => "drop");
 
-    const refusal = await introspectionAt(idp)
-      .authenticate("token-one")
-      .then(() => undefined, (err: ConnectError) => err);
+    const refusal = await refusalAt(idp);
 
     expect(refusal?.code).toBe(Code.Unavailable);
     expect(refusal?.rawMessage).toMatch(/token introspection failed: fetch failed/);
@@ -156,9 +160,7 @@ describe("token introspection on a reset connection", () => {
   it("does not ask again once the answer began, though it broke off", async () => {
     const idp = await peer(activeAnswer, () => "break");
 
-    const refusal = await introspectionAt(idp)
-      .authenticate("token-one")
-      .then(() => undefined, (err: ConnectError) => err);
+    const refusal = await refusalAt(idp);
 
     expect(refusal?.code).toBe(Code.Unavailable);
     expect(idp.requests()).toBe(1);
