@@ -303,8 +303,8 @@ describe.each([
     expect({ small, large, grew: large > 2 * small + 2 }).toMatchObject({ grew: false });
   });
 
-  // A held run's writes are planned (generic plans) at a worker's first
-  // writes and kept. Planned beside a backlog of 50,000 queued runs with none
+  // A held run's writes, and the claim, are planned (generic plans) at a
+  // worker's first writes and kept. Planned beside a backlog of 50,000 queued runs with none
   // ended (a drain), a statement naming status = 'running' took a partial
   // index of the runs that left the queue (runs_status, runs_changes; neither
   // leads with the id) and walked it whole: as many pages as runs had ended.
@@ -315,9 +315,12 @@ describe.each([
   it.each([
     ["beside a backlog of 50,000 queued runs", 50_000],
     ["on a nearly empty table", 0],
-  ])("a held run's writes by id (heartbeat, steps, finish, release), planned %s, cost the same with 150,000 runs ended as with 50,000", async (_when, backlog) => {
+  ])("a claim and a held run's writes by id (heartbeat, steps, finish, release), planned %s, cost the same with 150,000 runs ended as with 50,000", async (_when, backlog) => {
     const CALLS = WARM_UP + 6;
     const costs = async () => {
+      await e.seed(CALLS * CLAIM, 1);
+      const claim = await costPerCall(e, 6, async () => expect(await e.queue.claim("worker", CLAIM, 60_000, 3, Date.now(), [])).toHaveLength(CLAIM));
+      await e.endRunning();
       await e.seed(2 * CALLS + 1, 1);
       const runs = await e.queue.claim("worker", 2 * CALLS + 1, 60_000, 3, Date.now(), []);
       expect(runs).toHaveLength(2 * CALLS + 1);
@@ -325,6 +328,7 @@ describe.each([
       const toFinish = rest.slice(0, CALLS);
       const toRelease = rest.slice(CALLS);
       const costs = {
+        claim,
         heartbeat: await costPerCall(e, 6, async () => expect(await e.queue.heartbeat("worker", [kept!], 60_000, Date.now())).toEqual(new Set([kept]))),
         steps: await costPerCall(e, 6, async () => expect(await e.queue.recordSteps("worker", kept!, [], Date.now())).toBe(true)),
         finish: await costPerCall(e, 6, async () =>

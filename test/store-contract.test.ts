@@ -15,6 +15,7 @@ import { createPostgresStore } from "../src/store/postgres/store.js";
 import type { AgentInsert, EventInsert, RunInsert, SkillInsert, TriggerInsert, WebhookSourceInsert } from "../src/store/rows.js";
 import { createSqliteStore } from "../src/store/sqlite/store.js";
 import type { IngestItem, RunQuery, Store } from "../src/store/store.js";
+import type { RunStatus } from "../src/store/types.js";
 import { createTestDatabase } from "./support/postgres.js";
 
 const DAY = 24 * 60 * 60 * 1000;
@@ -249,13 +250,17 @@ describe.each(engines)("Store contract on $name", (engine) => {
       const agentId = (await a.agents.insert(agentRow(tenantId))).id;
       // Queued as the service queues runs: each id made at its create time.
       const base = now + 60_000;
-      const q = [2, 2, 2, 3, 6].map((t) => queuedRun({ tenantId, agentId, input: null }, base + t));
+      const q = [2, 2, 2, 3, 6, 3, 6].map((t) => queuedRun({ tenantId, agentId, input: null }, base + t));
       for (const r of q) await a.runs.insert(r);
-      // q[0] claimed at +4; q[3] given back to the queue at +5; the others not changed.
+      // q[0] claimed at +4; q[3] given back to the queue at +5; q[5] claimed
+      // and q[6] cancelled in the millisecond each was queued in, so their
+      // update times are their create times; the others not changed.
       await a.runs.update(tenantId, q[0]!.id, { status: "running", attempt: 1, updateTime: base + 4 });
       await a.runs.update(tenantId, q[3]!.id, { updateTime: base + 5 });
+      await a.runs.update(tenantId, q[5]!.id, { status: "running", attempt: 1, updateTime: base + 3 });
+      await a.runs.update(tenantId, q[6]!.id, { status: "cancelled", updateTime: base + 6 });
       const key = (r: RunInsert, t: number) => ({ id: r.id, t });
-      const order = [key(q[0]!, 4), key(q[1]!, 2), key(q[2]!, 2), key(q[3]!, 5), key(q[4]!, 6)]
+      const order = [key(q[0]!, 4), key(q[1]!, 2), key(q[2]!, 2), key(q[3]!, 5), key(q[4]!, 6), key(q[5]!, 3), key(q[6]!, 6)]
         .sort((x, y) => x.t - y.t || (x.id < y.id ? -1 : 1))
         .map((k) => k.id);
       const feed = (value: number, id: string, limit = 10, where = {}) =>
@@ -278,8 +283,13 @@ describe.each(engines)("Store contract on $name", (engine) => {
       expect(await feed(base + 2, first!.id)).toEqual(order.slice(order.indexOf(second!.id)));
       expect(await feed(base + 4, q[0]!.id)).toEqual(order.slice(order.indexOf(q[0]!.id) + 1));
       expect(await feed(base + 4, "")).toEqual(order.slice(order.indexOf(q[0]!.id)));
-      expect(await feed(base, "", 10, { status: "queued" })).toEqual(order.filter((id) => id !== q[0]!.id));
-      expect(await feed(base, "", 10, { status: "running" })).toEqual([q[0]!.id]);
+      expect(await feed(base, "", 10, { status: "queued" })).toEqual(order.filter((id) => ![q[0]!.id, q[5]!.id, q[6]!.id].includes(id)));
+      expect(await feed(base, "", 10, { status: "running" })).toEqual([q[5]!.id, q[0]!.id]);
+      expect(await feed(base, "", 10, { status: "cancelled" })).toEqual([q[6]!.id]);
+      // And listed by status without a cursor, newest first.
+      const byStatus = (status: RunStatus) => b.runs.list(tenantId, { limit: 10, where: { status } }).then((r) => r.map((x) => x.id));
+      expect(await byStatus("running")).toEqual([q[0]!.id, q[5]!.id].sort().reverse());
+      expect(await byStatus("cancelled")).toEqual([q[6]!.id]);
     });
 
     it("reads oldest first after a keyset (change feeds): runs by (update_time, id), events by id", async () => {

@@ -3,6 +3,7 @@
 import type { Column } from "drizzle-orm";
 import { idFloor } from "../lib/ids.js";
 import type { RunRow } from "./rows.js";
+import { RUN_CHANGED, RUN_ENDED } from "./run-conditions.js";
 import type { ListQuery, RunQuery } from "./store.js";
 import { RUN_STATUSES } from "./types.js";
 
@@ -26,15 +27,16 @@ export interface LiteralFilter {
   sql(value: unknown): string;
 }
 
-// The runs list's status filter: queued runs are on runs_queued, the others
-// on runs_status (the engines' schema.ts), each named in its index's words.
-// The status is checked against the known ones before it is written out.
+// The runs list's status filter: queued runs are on runs_queued, running
+// runs on runs_running, the others on runs_status (the engines' schema.ts),
+// each named in its index's words. The status is checked against the known
+// ones before it is written out.
 const RUN_STATUS_FILTER: LiteralFilter = {
   key: "status",
   sql(value) {
     const status = RUN_STATUSES.find((s) => s === value);
     if (!status) throw new Error(`unknown run status ${JSON.stringify(value)}`);
-    return status === "queued" ? `status = 'queued'` : `status = '${status}' and status <> 'queued'`;
+    return status === "queued" || status === "running" ? `status = '${status}'` : `status = '${status}' and ${RUN_ENDED}`;
   },
 };
 
@@ -57,22 +59,20 @@ export interface SplitList<Row> {
   merge(pages: Row[][], limit: number): Row[];
 }
 
-// The runs change feed (WatchRuns: after `updateTime`), in two parts:
-// - runs changed since they were queued, by (update_time, id) on
-//   runs_changes, which is partial on exactly those, in its words;
-// - runs not changed since they were queued, by id on runs_queued: a run's
-//   id is made at its create_time (queued-run.ts), so for these the id
-//   order is the (update_time, id) order, and ids from the cursor's
-//   millisecond on are the rows after it.
+// The runs change feed (WatchRuns: after `updateTime`), in three parts:
+// - runs that ended or changed since they were queued, by (update_time, id)
+//   on runs_changes, which is partial on exactly those, in its words;
+// - queued and running runs not changed since they were queued, by id on
+//   runs_queued and runs_running: a run's id is made at its create_time
+//   (queued-run.ts), so for these the id order is the (update_time, id)
+//   order, and ids from the cursor's millisecond on are the rows after it.
 // So a run's insert writes no runs_changes entry, and its claim one (not a
 // move): runs_changes was the fourth index ingest wrote a page of per tenant.
-// A status filter other than queued leaves the second part out.
+// A status filter leaves out the parts that cannot hold its runs.
 export const RUN_CHANGES_SPLIT: SplitList<RunRow> = {
   parts(query) {
     if (query.after?.by !== "updateTime") return undefined;
-    const changed = { query, condition: "(status <> 'queued' or update_time <> create_time)" };
-    const status = query.where?.status;
-    if (status !== undefined && status !== "queued") return [changed];
+    const changed = { query, condition: `(${RUN_CHANGED})` };
     const { value = 0, id } = query.after;
     // The first id after the cursor (value, id) among ids made at their row's
     // update_time: after `id` within the cursor's millisecond, else from the
@@ -81,7 +81,10 @@ export const RUN_CHANGES_SPLIT: SplitList<RunRow> = {
     const next = idFloor("run", value + 1);
     const within = id < next ? id : next;
     const after = within > floor ? within : floor;
-    return [changed, { query: { ...query, after: { id: after } }, condition: "status = 'queued' and update_time = create_time" }];
+    const unchanged = (["queued", "running"] as const)
+      .filter((status) => query.where?.status === undefined || query.where.status === status)
+      .map((status) => ({ query: { ...query, after: { id: after } }, condition: `status = '${status}' and update_time = create_time` }));
+    return [changed, ...unchanged];
   },
   merge: (pages, limit) =>
     pages

@@ -46,14 +46,14 @@ export function createPgRollups(sql: Sql, timeoutMs: number) {
       const from = w!.sealedUntil;
       if (from >= sealLimit(now)) return 0;
       // Queued and running runs are few, each status on a partial index of
-      // its own (runs_queued, runs_status), each named in its index's words.
+      // its own (runs_queued, runs_running), each named in its index's words.
       const lo = idFloor("run", from - ID_MARGIN_MS);
       const [open] = await tx<{ t: number | null }[]>`select min(t) as t from (
           select min(create_time) as t from runs
           where tenant_id = ${tenantId} and status = 'queued' and id >= ${lo} and create_time >= ${from}
           union all
           select min(create_time) from runs
-          where tenant_id = ${tenantId} and status = 'running' and status <> 'queued' and id >= ${lo} and create_time >= ${from}) o`;
+          where tenant_id = ${tenantId} and status = 'running' and id >= ${lo} and create_time >= ${from}) o`;
       const until = sealUntil(w!, now, open?.t ?? undefined);
       if (until === from) return 0;
       await tx`set local enable_sort = off`;

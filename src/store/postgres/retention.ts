@@ -1,4 +1,5 @@
 import { slotFloor } from "../overview.js";
+import { RUN_ENDED } from "../run-conditions.js";
 import type { PruneResult, RetentionStore } from "../store.js";
 import type { Sql } from "./open.js";
 import { pg } from "./errors.js";
@@ -17,7 +18,7 @@ export function createPgRetention(sql: Sql): RetentionStore {
       if (!lock?.locked) return undefined;
       const runs = await tx`
         delete from runs where id in (
-          select id from runs where end_time < ${before}::int8 and status in ('succeeded', 'failed', 'cancelled', 'timed_out')
+          select id from runs where end_time < ${before}::int8 and ${sql.unsafe(RUN_ENDED)}
           order by end_time limit ${batch}::int4 for update skip locked)`;
       // An event goes once no run of it is left: a queued or running run keeps it.
       const events = await tx`

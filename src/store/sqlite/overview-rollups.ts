@@ -45,13 +45,13 @@ export function createSqliteRollups(raw: Database.Database) {
   const start = raw.prepare<[string, number, number]>(`insert into overview_watermarks (tenant_id, sealed_from, sealed_until) values (?, ?, ?) on conflict do nothing`);
   const watermark = raw.prepare<[string], Watermark>(`select sealed_from as sealedFrom, sealed_until as sealedUntil from overview_watermarks where tenant_id = ?`);
   // Queued and running runs are few, each status on a partial index of its
-  // own (runs_queued, runs_status), each named in its index's words.
+  // own (runs_queued, runs_running), each named in its index's words.
   const oldestOpen = raw.prepare<{ tenant: string; lo: string; from: number }, { t: number | null }>(
     `select min(t) as t from (
        select min(create_time) as t from runs where tenant_id = :tenant and status = 'queued' and id >= :lo and create_time >= :from
        union all
        select min(create_time) from runs
-       where tenant_id = :tenant and status = 'running' and status <> 'queued' and id >= :lo and create_time >= :from)`,
+       where tenant_id = :tenant and status = 'running' and id >= :lo and create_time >= :from)`,
   );
   const advance = raw.prepare<[number, string]>(`update overview_watermarks set sealed_until = ? where tenant_id = ?`);
   const seal = raw.transaction((tenantId: string, now: number): number => {

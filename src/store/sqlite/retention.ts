@@ -1,5 +1,6 @@
 import type Database from "better-sqlite3";
 import { slotFloor } from "../overview.js";
+import { RUN_ENDED } from "../run-conditions.js";
 import type { PruneResult, RetentionStore } from "../store.js";
 import { run } from "./errors.js";
 import { withLockWait } from "./lock-wait.js";
@@ -13,7 +14,7 @@ const LOCK_WAIT_MS = 250;
 export function createSqliteRetention(raw: Database.Database): RetentionStore {
   const runs = raw.prepare(
     `delete from runs where id in (
-       select id from runs where end_time < ? and status in ('succeeded', 'failed', 'cancelled', 'timed_out')
+       select id from runs where end_time < ? and ${RUN_ENDED}
        order by end_time limit ?)`,
   );
   // An event goes once no run of it is left: a queued or running run keeps it.

@@ -3,6 +3,7 @@
 // under ./migrations are generated from it by drizzle-kit (`make migrations`).
 import { sql } from "drizzle-orm";
 import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+import { RUN_CHANGED, RUN_ENDED } from "../run-conditions.js";
 import type { AgentSpec, RunStatus, RunStepRecord, StoredSkillAuth, SkillTool } from "../types.js";
 
 // Timestamps are integer milliseconds since the epoch.
@@ -197,12 +198,16 @@ export const runs = sqliteTable(
     // The runs list filtered by agent or by status (the console's filters),
     // newest first: a seek, not a walk over every run of the tenant.
     index("runs_agent").on(t.tenantId, t.agentId, t.id),
-    // By status, of the runs that left the queue; queued runs are on
-    // runs_queued. A run is queued when it is written, so ingest adds no
-    // entry here: each index that leads with the tenant costs a commit a
-    // page per tenant in it, which SQLite writes whole (bench/README,
-    // `tenants`). The runs list names the condition (list-query.ts).
-    index("runs_status").on(t.tenantId, t.status, t.id).where(sql`status <> 'queued'`),
+    // By status, of the runs that ended; queued runs are on runs_queued,
+    // running runs on runs_running. A run is queued when it is written, so
+    // ingest adds no entry here: each index that leads with the tenant costs
+    // a commit a page per tenant in it, which SQLite writes whole
+    // (bench/README, `tenants`). Not partial on "left the queue": a
+    // statement naming status = 'running' proves that predicate, and a
+    // generic plan made on a nearly empty table took this index for the
+    // claim's running runs and walked every ended run (queue-cost.test.ts).
+    // The runs list names the condition (list-query.ts).
+    index("runs_status").on(t.tenantId, t.status, t.id).where(sql.raw(RUN_ENDED)),
     // The queue: each tenant's queued runs oldest first (the fair claim seeks
     // from tenant to tenant), and a tenant's queued runs counted against its
     // quota. Partial: it holds the backlog only, so a claim never steps over
@@ -213,19 +218,27 @@ export const runs = sqliteTable(
     // the running runs only (bounded by the workers), so no plan of a
     // query on queued runs can walk it and sort the backlog.
     index("runs_leases").on(t.leaseExpireTime).where(sql`status = 'running'`),
+    // A tenant's running runs newest first: the runs list's status filter,
+    // the overview's oldest open run, and the change feed's running runs not
+    // changed since they were queued (RUN_CHANGES_SPLIT). Bounded by the
+    // workers, as runs_leases: any plan that walks it walks few.
+    index("runs_running").on(t.tenantId, t.id).where(sql`status = 'running'`),
     // Retention deletes ended runs by end time. Partial, on the ended
     // statuses retention's query names in the same words: a run's insert and
     // claim add no entry (a claim changes indexed columns, so on PostgreSQL
     // it is not a HOT update and every index the new row version is in gets
     // one), and on a table never analyzed the planner walks this index in
     // end-time order, a batch's rows, where it walked all of runs_status.
-    index("runs_end_time").on(t.endTime).where(sql`status in ('succeeded', 'failed', 'cancelled', 'timed_out')`),
+    index("runs_end_time").on(t.endTime).where(sql.raw(RUN_ENDED)),
     // Change feeds (WatchRuns): a tenant's runs by their last change, of the
-    // runs changed since they were queued; the others are read on
-    // runs_queued (RUN_CHANGES_SPLIT in list-query.ts, which names this
-    // condition). So ingest adds no entry here, and a claim adds one rather
-    // than moving one.
-    index("runs_changes").on(t.tenantId, t.updateTime, t.id).where(sql`status <> 'queued' or update_time <> create_time`),
+    // runs that ended or changed since they were queued; the others are read
+    // on runs_queued and runs_running (RUN_CHANGES_SPLIT in list-query.ts,
+    // which names this condition). So ingest adds no entry here, and a claim
+    // adds one rather than moving one. The ended statuses are named, not
+    // "status <> 'queued'", for the reason runs_status gives.
+    index("runs_changes")
+      .on(t.tenantId, t.updateTime, t.id)
+      .where(sql.raw(RUN_CHANGED)),
   ],
 );
 
