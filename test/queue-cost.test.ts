@@ -23,7 +23,7 @@ import { createPgWebhookStore } from "../src/store/postgres/ingest.js";
 import { createPgRunQueue } from "../src/store/postgres/queue.js";
 import { createPgRetention } from "../src/store/postgres/retention.js";
 import { createRunRepo } from "../src/store/postgres/repos.js";
-import { queuedCount } from "../src/store/postgres/runs.js";
+import { queuedCount, runIdsForEvents } from "../src/store/postgres/runs.js";
 import { createSqliteStore } from "../src/store/sqlite/store.js";
 import { newId } from "../src/lib/ids.js";
 import { queuedRun } from "../src/store/queued-run.js";
@@ -43,8 +43,8 @@ interface Engine {
   // PostgreSQL's; SQLite's commits on its writer thread (see above).
   webhooks?: WebhookStore;
   retention: RetentionStore;
-  // The runs list of TENANT, as the API reads it.
-  runs: Pick<RunStore, "list">;
+  // The runs of TENANT, as the API reads them.
+  runs: Pick<RunStore, "list" | "idsForEvents">;
   // Queues `perTenant` more runs for each of the first `tenants` tenants;
   // with `ended`, adds runs that succeeded at time 1 instead.
   seed(perTenant: number, tenants?: number, ended?: boolean): Promise<void>;
@@ -112,7 +112,7 @@ async function postgresEngine(): Promise<Engine> {
     queuedCount: (tenantId) => queuedCount(main.sql, tenantId),
     webhooks: createPgWebhookStore(main.sql, { windowMs: 0, maxBatch: 256 }, 5000),
     retention: createPgRetention(main.sql),
-    runs: createRunRepo(main.sql, main.db, 5000).repo,
+    runs: { list: createRunRepo(main.sql, main.db, 5000).repo.list, idsForEvents: (tenantId, eventIds) => runIdsForEvents(main.sql, tenantId, eventIds) },
     async seed(perTenant, tenants = TENANTS, ended = false) {
       await flushed(seedRuns(PG, seeded, perTenant, tenants, Date.now(), ended));
       seeded += perTenant;
@@ -259,7 +259,7 @@ describe.each([
     expect({ small, large, grew: grewPast(small, large) }).toMatchObject({ grew: [] });
   });
 
-  it("listing a tenant's runs by status costs the same with 50,000 of its runs queued as with 1,000", async () => {
+  it("listing a tenant's runs, by status or not, costs the same with 50,000 of its runs queued as with 1,000", async () => {
     // Ended runs first, then the backlog, then a claim: the ended and the
     // running runs are the oldest, so a walk newest first that filters by
     // status would cross the whole backlog to reach them.
@@ -271,6 +271,12 @@ describe.each([
       for (const status of ["queued", "running", "succeeded"] as const) {
         costs[status] = await costPerCall(e, 6, async () => expect(await e.runs.list(TENANT, { limit: 20, where: { status } })).toHaveLength(status === "running" ? CLAIM : 20));
       }
+      // Every status, newest first and oldest first: a part per status.
+      costs.newest = await costPerCall(e, 6, async () => expect(await e.runs.list(TENANT, { limit: 20 })).toHaveLength(20));
+      costs.oldest = await costPerCall(e, 6, async () => expect(await e.runs.list(TENANT, { limit: 20, after: { id: "" } })).toHaveLength(20));
+      costs.agent = await costPerCall(e, 6, async () => expect(await e.runs.list(TENANT, { limit: 20, where: { agentId: "agt-1" } })).toHaveLength(20));
+      // The runs of a page of events (the events list): by event, never a walk of the tenant's runs.
+      costs.events = await costPerCall(e, 6, async () => expect(await e.runs.idsForEvents(TENANT, ["evt-a", "evt-b"])).toEqual(new Map()));
       return costs;
     };
     const small = await costs();

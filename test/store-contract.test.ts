@@ -241,6 +241,23 @@ describe.each(engines)("Store contract on $name", (engine) => {
       expect(await ids({ limit: 10, where: { status: "succeeded" } })).toEqual([r3, r1, r0]);
       expect(await ids({ limit: 10, where: { status: "queued", agentId: y.id } })).toEqual([]);
       expect(await ids({ limit: 10, where: { status: "succeeded", agentId: y.id } })).toEqual([r3, r1]);
+      // Unfiltered, the runs of every status come in one id order, read a
+      // status at a time (RUN_LIST_SPLIT): newest first page by page, and oldest first.
+      const running = runRow(tenantId, y.id, { id: made(now + 2500), status: "running", createTime: now + 2500 });
+      const cancelled = runRow(tenantId, y.id, { id: made(now + 500), status: "cancelled", createTime: now + 500 });
+      await a.runs.insert(running);
+      await a.runs.insert(cancelled);
+      const all = [queued.id, r3, running.id, r2, r1, cancelled.id, r0];
+      expect(await ids({ limit: 10 })).toEqual(all);
+      const paged: string[] = [];
+      // Bounded: a cursor that does not move would read the same page forever.
+      for (let page = await ids({ limit: 2 }), n = 0; page.length && n < all.length; n++) {
+        paged.push(...page);
+        page = await ids({ limit: 2, beforeId: page.at(-1)! });
+      }
+      expect(paged).toEqual(all);
+      expect(await ids({ limit: 3, after: { id: cancelled.id } })).toEqual([r1, r2, running.id]);
+      expect(await ids({ limit: 10, createdAfter: now + 500, createdBefore: now + 3000 })).toEqual([running.id, r2, r1, cancelled.id]);
       // The status is written into the statement: only a known one.
       await expect(ids({ limit: 10, where: { status: "queued' or '1' = '1" as never } })).rejects.toThrow(/unknown run status/);
     });

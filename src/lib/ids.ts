@@ -46,7 +46,7 @@ let atMsecs = -Infinity;
 let atSeq = 0;
 
 // An id made at `ms` by the caller's clock, exactly: a run's id says its
-// create_time to the millisecond (store/list-query.ts, RUN_CHANGES_SPLIT).
+// create_time to the millisecond (store/list-query.ts, RUN_LIST_SPLIT).
 // Ids made at the same millisecond as the last one follow it (a wrapped
 // counter is not carried into the next millisecond: the 62 random bits keep
 // it unique); at a later one they start a new sequence; at an earlier one (a

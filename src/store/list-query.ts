@@ -3,7 +3,7 @@
 import type { Column } from "drizzle-orm";
 import { idFloor } from "../lib/ids.js";
 import type { RunRow } from "./rows.js";
-import { RUN_CHANGED, RUN_ENDED } from "./run-conditions.js";
+import { RUN_CHANGED, RUN_GROUPS, runStatusCondition } from "./run-conditions.js";
 import type { ListQuery, RunQuery } from "./store.js";
 import { RUN_STATUSES } from "./types.js";
 
@@ -27,16 +27,15 @@ export interface LiteralFilter {
   sql(value: unknown): string;
 }
 
-// The runs list's status filter: queued runs are on runs_queued, running
-// runs on runs_running, the others on runs_status (the engines' schema.ts),
-// each named in its index's words. The status is checked against the known
-// ones before it is written out.
+// The runs list's status filter, in the words of the index that holds the
+// status (run-conditions.ts). The status is checked against the known ones
+// before it is written out.
 const RUN_STATUS_FILTER: LiteralFilter = {
   key: "status",
   sql(value) {
     const status = RUN_STATUSES.find((s) => s === value);
     if (!status) throw new Error(`unknown run status ${JSON.stringify(value)}`);
-    return status === "queued" || status === "running" ? `status = '${status}'` : `status = '${status}' and ${RUN_ENDED}`;
+    return runStatusCondition(status);
   },
 };
 
@@ -56,10 +55,24 @@ export const runListConditions = <C extends Column>(id: C): (ExtraCondition<C> |
 export interface SplitList<Row> {
   // The parts of this query, or undefined to read it whole.
   parts(query: ListQuery<Row>): { query: ListQuery<Row>; condition: string }[] | undefined;
-  merge(pages: Row[][], limit: number): Row[];
+  // The parts' pages as the query's one page, in its order.
+  merge(pages: Row[][], query: ListQuery<Row>): Row[];
 }
 
-// The runs change feed (WatchRuns: after `updateTime`), in three parts:
+const byId = (a: { id: string }, b: { id: string }) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
+// A tenant's runs: the runs list and the change feed, read in parts over the
+// partial indexes that hold each run once (the engines' schema.ts).
+//
+// By id (the list, newest first or after an id), with no status or agent
+// filter: a part per status (RUN_GROUPS), each a range of runs_queued,
+// runs_running or runs_status. No index of every run of a tenant by id is
+// kept: ingest would write a page of it per tenant in each commit, a fifth
+// of what a hundred tenants' commit costs more than one tenant's
+// (bench/README, `tenants`). A status filter reads its own part, an agent
+// filter runs_agent, whole.
+//
+// The change feed (WatchRuns: after `updateTime`), in three parts:
 // - runs that ended or changed since they were queued, by (update_time, id)
 //   on runs_changes, which is partial on exactly those, in its words;
 // - queued and running runs not changed since they were queued, by id on
@@ -69,29 +82,35 @@ export interface SplitList<Row> {
 // So a run's insert writes no runs_changes entry, and its claim one (not a
 // move): runs_changes was the fourth index ingest wrote a page of per tenant.
 // A status filter leaves out the parts that cannot hold its runs.
-export const RUN_CHANGES_SPLIT: SplitList<RunRow> = {
+export const RUN_LIST_SPLIT: SplitList<RunRow> = {
   parts(query) {
-    if (query.after?.by !== "updateTime") return undefined;
-    const changed = { query, condition: `(${RUN_CHANGED})` };
-    const { value = 0, id } = query.after;
-    // The first id after the cursor (value, id) among ids made at their row's
-    // update_time: after `id` within the cursor's millisecond, else from the
-    // millisecond's first id (or the next one's, for a cursor id made later).
-    const floor = idFloor("run", value);
-    const next = idFloor("run", value + 1);
-    const within = id < next ? id : next;
-    const after = within > floor ? within : floor;
-    const unchanged = (["queued", "running"] as const)
-      .filter((status) => query.where?.status === undefined || query.where.status === status)
-      .map((status) => ({ query: { ...query, after: { id: after } }, condition: `status = '${status}' and update_time = create_time` }));
-    return [changed, ...unchanged];
+    if (query.after?.by === "updateTime") return changeParts(query, query.after.value ?? 0, query.after.id);
+    if (query.where?.status !== undefined || query.where?.agentId !== undefined) return undefined;
+    return RUN_GROUPS.map((condition) => ({ query, condition }));
   },
-  merge: (pages, limit) =>
-    pages
-      .flat()
-      .sort((a, b) => a.updateTime - b.updateTime || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
-      .slice(0, limit),
+  merge(pages, query) {
+    const rows = pages.flat();
+    if (query.after?.by === "updateTime") rows.sort((a, b) => a.updateTime - b.updateTime || byId(a, b));
+    else if (query.after) rows.sort(byId);
+    else rows.sort((a, b) => byId(b, a));
+    return rows.slice(0, query.limit);
+  },
 };
+
+function changeParts(query: ListQuery<RunRow>, value: number, id: string) {
+  const changed = { query, condition: `(${RUN_CHANGED})` };
+  // The first id after the cursor (value, id) among ids made at their row's
+  // update_time: after `id` within the cursor's millisecond, else from the
+  // millisecond's first id (or the next one's, for a cursor id made later).
+  const floor = idFloor("run", value);
+  const next = idFloor("run", value + 1);
+  const within = id < next ? id : next;
+  const after = within > floor ? within : floor;
+  const unchanged = (["queued", "running"] as const)
+    .filter((status) => query.where?.status === undefined || query.where.status === status)
+    .map((status) => ({ query: { ...query, after: { id: after } }, condition: `status = '${status}' and update_time = create_time` }));
+  return [changed, ...unchanged];
+}
 
 // The table's columns as the engine names them in SQL.
 export interface ListedTable<C extends Column> {
@@ -162,5 +181,5 @@ export async function listInParts<Row>(
 ): Promise<Row[]> {
   const parts = split?.parts(query);
   if (!split || !parts) return read(query);
-  return split.merge(await Promise.all(parts.map((p) => read(p.query, p.condition))), query.limit);
+  return split.merge(await Promise.all(parts.map((p) => read(p.query, p.condition))), query);
 }

@@ -3,13 +3,26 @@
 // takes a partial index only for a query that states its condition term for
 // term, PostgreSQL for one whose conditions prove it.
 //
-// None of them is proven by status = 'running': a plan for the running runs
-// (the claim's counts, expired leases) can take only runs_leases or
-// runs_running, which hold the running runs alone, never an index of every
-// run that ended (queue-cost.test.ts).
+// None of them is proven by status = 'running' but those of the indexes of
+// running runs alone: a plan for the running runs (the claim's counts,
+// expired leases) can take only runs_leases or runs_running, never an index
+// of every run that ended (queue-cost.test.ts).
+import { RUN_STATUSES, type RunStatus } from "./types.js";
+
+const ENDED_STATUSES = RUN_STATUSES.filter((s) => s !== "queued" && s !== "running");
 
 // The runs that ended: runs_status, runs_end_time, retention.
-export const RUN_ENDED = "status in ('succeeded', 'failed', 'cancelled', 'timed_out')";
+export const RUN_ENDED = `status in (${ENDED_STATUSES.map((s) => `'${s}'`).join(", ")})`;
 
 // The runs that ended or changed since they were queued: runs_changes.
 export const RUN_CHANGED = `${RUN_ENDED} or update_time <> create_time`;
+
+// The runs of one status, on the index that holds them by (tenant_id,
+// status, id): runs_queued, runs_running, runs_status.
+export const runStatusCondition = (status: RunStatus): string =>
+  status === "queued" || status === "running" ? `status = '${status}'` : `status = '${status}' and ${RUN_ENDED}`;
+
+// Each of a tenant's runs is in one of these ranges, so a read of all of a
+// tenant's runs by id reads each (RUN_LIST_SPLIT in list-query.ts, the
+// overview's run rows): no index holds every run of a tenant by id.
+export const RUN_GROUPS: readonly string[] = RUN_STATUSES.map(runStatusCondition);

@@ -5,7 +5,7 @@ import { pg } from "./errors.js";
 import { lockTenantScope } from "./locks.js";
 import type { Db, Sql } from "./open.js";
 import type { RunInsert, RunRow, TenantRow } from "../rows.js";
-import { listInParts, listQuery, RUN_CHANGES_SPLIT, runListConditions, type ExtraCondition, type LiteralFilter, type SplitList } from "../list-query.js";
+import { listInParts, listQuery, RUN_LIST_SPLIT, runListConditions, type ExtraCondition, type LiteralFilter, type SplitList } from "../list-query.js";
 import type { ListQuery, TenantRepo, TenantStore } from "../store.js";
 import * as schema from "./schema.js";
 
@@ -119,4 +119,4 @@ export function tenantStore(sql: Sql, db: Db, timeoutMs: number): TenantStore {
 
 // Runs, with the runs list's conditions (list-query.ts).
 export const createRunRepo = (sql: Sql, db: Db, timeoutMs: number) =>
-  tenantRepo<typeof schema.runs, RunRow, RunInsert>(sql, db, schema.runs, timeoutMs, runListConditions(schema.runs.id), RUN_CHANGES_SPLIT);
+  tenantRepo<typeof schema.runs, RunRow, RunInsert>(sql, db, schema.runs, timeoutMs, runListConditions(schema.runs.id), RUN_LIST_SPLIT);

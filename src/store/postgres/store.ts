@@ -5,7 +5,6 @@ import { signalled } from "../signalled.js";
 import type { EventQuery, Store } from "../store.js";
 import { within } from "./deadline.js";
 import { pg, toStoreError } from "./errors.js";
-import { byEvent } from "../runs-by-event.js";
 import type { GroupCommitOptions } from "../group-commit.js";
 import { ChangeNotifier } from "./change-notifier.js";
 import { createPgWebhookStore } from "./ingest.js";
@@ -16,7 +15,7 @@ import { createPgRateLimits } from "./rate-limits.js";
 import { createRunRepo, tenantRepo, tenantStore } from "./repos.js";
 import { createPgRetention } from "./retention.js";
 import { createPgOverview } from "./overview.js";
-import { queuedCount, queueStats } from "./runs.js";
+import { queuedCount, queueStats, runIdsForEvent, runIdsForEvents } from "./runs.js";
 import { createPgScheduleStore } from "./schedules.js";
 import * as schema from "./schema.js";
 import { listenSignals } from "./signals.js";
@@ -76,19 +75,8 @@ export async function createPostgresStore(options: PostgresStoreOptions): Promis
     ]).repo,
     runs: {
       ...runRepo.repo,
-      idsForEvent: (tenantId, eventId) =>
-        pg(async () =>
-          (await sql<{ id: string }[]>`select id from runs where tenant_id = ${tenantId} and event_id = ${eventId} order by id desc`).map((r) => r.id),
-        ),
-      idsForEvents: (tenantId, eventIds) =>
-        pg(async () =>
-          byEvent(
-            eventIds.length
-              ? await sql<{ id: string; eventId: string }[]>`select id, event_id as "eventId" from runs
-                  where tenant_id = ${tenantId} and event_id = any(${eventIds}::text[]) order by id desc`
-              : [],
-          ),
-        ),
+      idsForEvent: (tenantId, eventId) => pg(() => runIdsForEvent(sql, tenantId, eventId)),
+      idsForEvents: (tenantId, eventIds) => pg(() => runIdsForEvents(sql, tenantId, eventIds)),
       queuedCount: (tenantId) => pg(() => queuedCount(sql, tenantId)),
       queueStats: () => pg(() => queueStats(sql)),
     },

@@ -1,6 +1,6 @@
 // The tenant overview on SQLite: the groups PostgreSQL makes in one pass
 // (store/postgres/overview.ts), one prepared statement each, over the
-// window's rows found by the tenant's (tenant_id, id) index; folded the same
+// window's rows found a status at a time (./overview-rows.ts); folded the same
 // way (`foldGroups`). The slots sealed already are read from their rollups
 // instead (./overview-rollups.ts), the rest as ever.
 import type Database from "better-sqlite3";
@@ -19,10 +19,10 @@ import {
 } from "../overview.js";
 import { run } from "./errors.js";
 import { createSqliteRollups } from "./overview-rollups.js";
+import { RUNS_IN_RANGE } from "./overview-rows.js";
 
 const FAILED = `status in ('failed', 'timed_out')`;
 const ENDED = `status in ('succeeded', 'failed', 'timed_out') and start_time is not null and end_time is not null`;
-const IN_RUNS = `tenant_id = :tenant and id >= :lo and id < :hi and create_time >= :start and create_time < :end`;
 
 // [start, end) of a window whose buckets count from `origin`.
 interface Window {
@@ -39,16 +39,16 @@ export function createSqliteOverview(raw: Database.Database): OverviewStore {
   raw.function("leading_word", { deterministic: true }, (error: unknown) =>
     typeof error === "string" ? (LEADING_WORD.exec(error)?.[1] ?? "") : "",
   );
-  const groups = (select: string, where = "") => raw.prepare<Window, RunGroup>(`${select} from runs where ${IN_RUNS} ${where}`);
+  const groups = (select: string, where = "") => raw.prepare<Window, RunGroup>(`${select} from ${RUNS_IN_RANGE} ${where}`);
   const statements = [
     groups(`select 'bucket' as "set", (create_time - cast(:origin as integer)) / cast(:bucket as integer) as bucket, status, count(*) as n`, "group by 2, 3"),
     groups(`select 'agent' as "set", agent_id as id, count(*) as n, sum(${FAILED}) as failures`, "group by agent_id"),
-    groups(`select 'trigger' as "set", trigger_id as id, count(*) as n, sum(${FAILED}) as failures`, "and trigger_id is not null group by trigger_id"),
+    groups(`select 'trigger' as "set", trigger_id as id, count(*) as n, sum(${FAILED}) as failures`, "where trigger_id is not null group by trigger_id"),
     groups(
       `select 'word' as "set", status, case when status = 'failed' then leading_word(error) else '' end as word, count(*) as n`,
-      `and ${FAILED} group by 2, 3`,
+      `where ${FAILED} group by 2, 3`,
     ),
-    groups(`select 'duration' as "set", ${DURATION_KEY("(end_time - start_time)")} as ms, count(*) as n`, `and ${ENDED} group by 2`),
+    groups(`select 'duration' as "set", ${DURATION_KEY("(end_time - start_time)")} as ms, count(*) as n`, `where ${ENDED} group by 2`),
   ];
   const events = raw.prepare<Window, { bucket: number; n: number }>(
     `select (receive_time - cast(:origin as integer)) / cast(:bucket as integer) as bucket, count(*) as n from events

@@ -193,15 +193,22 @@ export const runs = sqliteTable(
     ...times,
   },
   (t) => [
-    index("runs_tenant").on(t.tenantId, t.id),
-    index("runs_event").on(t.eventId),
+    // The runs of events (the events list's page), by event and tenant: with
+    // both conditions on it a plan made without statistics prefers it to a
+    // walk of the tenant's prefix of runs_agent, which it took when this held
+    // the event alone. Led by the event, whose ids grow with time: a commit
+    // writes the index's last page, not a page per tenant.
+    index("runs_event").on(t.eventId, t.tenantId),
     // The runs list filtered by agent or by status (the console's filters),
     // newest first: a seek, not a walk over every run of the tenant.
     index("runs_agent").on(t.tenantId, t.agentId, t.id),
     // By status, of the runs that ended; queued runs are on runs_queued,
-    // running runs on runs_running. A run is queued when it is written, so
-    // ingest adds no entry here: each index that leads with the tenant costs
-    // a commit a page per tenant in it, which SQLite writes whole
+    // running runs on runs_running, so each run is in one (tenant, status,
+    // id) range of the three, and a read of all of a tenant's runs by id reads
+    // each range (RUN_GROUPS in ../run-conditions.ts): no index holds every
+    // run of a tenant by id. A run is queued when it is written, so ingest
+    // adds no entry here: each index that leads with the tenant costs a
+    // commit a page per tenant in it, which SQLite writes whole
     // (bench/README, `tenants`). Not partial on "left the queue": a
     // statement naming status = 'running' proves that predicate, and a
     // generic plan made on a nearly empty table took this index for the
@@ -220,7 +227,7 @@ export const runs = sqliteTable(
     index("runs_leases").on(t.leaseExpireTime).where(sql`status = 'running'`),
     // A tenant's running runs newest first: the runs list's status filter,
     // the overview's oldest open run, and the change feed's running runs not
-    // changed since they were queued (RUN_CHANGES_SPLIT). Bounded by the
+    // changed since they were queued (RUN_LIST_SPLIT). Bounded by the
     // workers, as runs_leases: any plan that walks it walks few.
     index("runs_running").on(t.tenantId, t.id).where(sql`status = 'running'`),
     // Retention deletes ended runs by end time. Partial, on the ended
@@ -232,7 +239,7 @@ export const runs = sqliteTable(
     index("runs_end_time").on(t.endTime).where(sql.raw(RUN_ENDED)),
     // Change feeds (WatchRuns): a tenant's runs by their last change, of the
     // runs that ended or changed since they were queued; the others are read
-    // on runs_queued and runs_running (RUN_CHANGES_SPLIT in list-query.ts,
+    // on runs_queued and runs_running (RUN_LIST_SPLIT in list-query.ts,
     // which names this condition). So ingest adds no entry here, and a claim
     // adds one rather than moving one. The ended statuses are named, not
     // "status <> 'queued'", for the reason runs_status gives.

@@ -19,7 +19,7 @@ import * as schema from "./schema.js";
 import { WAL_CHECKPOINT_PAGES, type SqliteOptions } from "./connection.js";
 import { migrateSqlite, openSqlite, type Db } from "./open.js";
 import { SqliteSignals, type SqliteSignalOptions } from "./signals.js";
-import { listInParts, listQuery, RUN_CHANGES_SPLIT, runListConditions, type ExtraCondition, type LiteralFilter, type SplitList } from "../list-query.js";
+import { listInParts, listQuery, RUN_LIST_SPLIT, runListConditions, type ExtraCondition, type LiteralFilter, type SplitList } from "../list-query.js";
 import { signalled } from "../signalled.js";
 import type { EventQuery, Store, TenantRepo } from "../store.js";
 
@@ -173,19 +173,22 @@ export function createSqliteStore(options: SqliteStoreOptions): Store & { db: Db
        where ${memberRepo.col(members.tenantId)} = ? and ${memberRepo.col(members.subject)} = ?`,
     ),
   );
-  const runRepo = tenantRepo<typeof runs, rows.RunRow, typeof runs.$inferInsert>(db, raw, runs, runListConditions(runs.id), RUN_CHANGES_SPLIT);
+  const runRepo = tenantRepo<typeof runs, rows.RunRow, typeof runs.$inferInsert>(db, raw, runs, runListConditions(runs.id), RUN_LIST_SPLIT);
   const runIdsForEvent = lazy(() =>
     raw
       .prepare<[string, string], string>(
-        `select ${runRepo.col(runs.id)} from ${runRepo.reader.table}
+        `select ${runRepo.col(runs.id)} from ${runRepo.reader.table} indexed by runs_event
          where ${runRepo.col(runs.tenantId)} = ? and ${runRepo.col(runs.eventId)} = ? order by ${runRepo.col(runs.id)} desc`,
       )
       .pluck(true),
   );
   // The ids as one JSON array parameter: one statement for any page size.
+  // runs_event is named for both: without statistics SQLite takes the
+  // tenant's prefix of runs_agent for a list of events and walks every run
+  // of the tenant.
   const runIdsForEvents = lazy(() =>
     raw.prepare<[string, string], { id: string; eventId: string }>(
-      `select ${runRepo.col(runs.id)} as id, ${runRepo.col(runs.eventId)} as eventId from ${runRepo.reader.table}
+      `select ${runRepo.col(runs.id)} as id, ${runRepo.col(runs.eventId)} as eventId from ${runRepo.reader.table} indexed by runs_event
        where ${runRepo.col(runs.tenantId)} = ? and ${runRepo.col(runs.eventId)} in (select value from json_each(?))
        order by ${runRepo.col(runs.id)} desc`,
     ),
