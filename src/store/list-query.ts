@@ -67,8 +67,7 @@ const byId = (a: { id: string }, b: { id: string }) => (a.id < b.id ? -1 : a.id 
 // By id (the list, newest first or after an id), with no status or agent
 // filter: a part per status (RUN_GROUPS), each a range of runs_queued,
 // runs_running or runs_status. No index of every run of a tenant by id is
-// kept: ingest would write a page of it per tenant in each commit, a fifth
-// of what a hundred tenants' commit costs more than one tenant's
+// kept: ingest would write a page of it per tenant in each commit
 // (bench/README, `tenants`). A status filter reads its own part, an agent
 // filter runs_agent, whole.
 //
