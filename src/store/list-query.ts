@@ -49,17 +49,15 @@ export const runListConditions = <C extends Column>(id: C): (ExtraCondition<C> |
 ];
 
 // A list read in parts, each with its own conditions (written as they are,
-// to name a partial index) and its own query, and the parts' pages merged
-// into the list's page: for a list whose rows are split over partial indexes
-// that no single order walks.
+// to name a partial index), in one statement: each part a subquery with the
+// list's order and limit, their union ordered and limited again. One
+// statement reads one snapshot, so a row that moves from one part to another
+// meanwhile (a run claimed) is read once, and each part's index is walked
+// for one page at most.
 export interface SplitList<Row> {
   // The parts of this query, or undefined to read it whole.
   parts(query: ListQuery<Row>): { query: ListQuery<Row>; condition: string }[] | undefined;
-  // The parts' pages as the query's one page, in its order.
-  merge(pages: Row[][], query: ListQuery<Row>): Row[];
 }
-
-const byId = (a: { id: string }, b: { id: string }) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
 // A tenant's runs: the runs list and the change feed, read in parts over the
 // partial indexes that hold each run once (the engines' schema.ts).
@@ -87,13 +85,6 @@ export const RUN_LIST_SPLIT: SplitList<RunRow> = {
     if (query.where?.status !== undefined || query.where?.agentId !== undefined) return undefined;
     return RUN_GROUPS.map((condition) => ({ query, condition }));
   },
-  merge(pages, query) {
-    const rows = pages.flat();
-    if (query.after?.by === "updateTime") rows.sort((a, b) => a.updateTime - b.updateTime || byId(a, b));
-    else if (query.after) rows.sort(byId);
-    else rows.sort((a, b) => byId(b, a));
-    return rows.slice(0, query.limit);
-  },
 };
 
 function changeParts(query: ListQuery<RunRow>, value: number, id: string) {
@@ -119,6 +110,8 @@ export interface ListedTable<C extends Column> {
   column(key: string): C | undefined;
   // A column, qualified by its table, quoted.
   col(column: C): string;
+  // A column's place in the engine's select list of the table, from 1.
+  position(column: C): number;
 }
 
 // A parameter bound as Drizzle binds a value for the column (JSON text for a
@@ -129,7 +122,7 @@ const encode = (column: Column, value: unknown): unknown => (value === null ? nu
 // parameters in order. `placeholder(n)` is the engine's n-th parameter (`$n`
 // or `?`). The filter keys a service passes are fixed in code, so the texts
 // are few, and each engine prepares each once.
-export function listQuery<C extends Column, Row>(
+function listQuery<C extends Column, Row>(
   table: ListedTable<C>,
   extra: (ExtraCondition<C> | LiteralFilter)[],
   placeholder: (n: number) => string,
@@ -172,13 +165,33 @@ export function listQuery<C extends Column, Row>(
   return { text: `where ${conds.join(" and ")} order by ${order} limit ${bind(query.limit)}`, params };
 }
 
-// Reads `query` with `read`, in parts when `split` has some for it.
-export async function listInParts<Row>(
-  split: SplitList<Row> | undefined,
+// The whole list statement: `select` (every column of the table, in the
+// order `position` counts) and what listQuery makes, or, when `split` has
+// parts for the query, their union (SplitList) in the list's order.
+export function listStatement<C extends Column, Row>(
+  table: ListedTable<C>,
+  extra: (ExtraCondition<C> | LiteralFilter)[],
+  placeholder: (n: number) => string,
+  select: string,
+  tenantId: string,
   query: ListQuery<Row>,
-  read: (query: ListQuery<Row>, condition?: string) => Promise<Row[]>,
-): Promise<Row[]> {
+  split?: SplitList<Row>,
+): { text: string; params: unknown[] } {
   const parts = split?.parts(query);
-  if (!split || !parts) return read(query);
-  return split.merge(await Promise.all(parts.map((p) => read(p.query, p.condition))), query);
+  if (!parts) {
+    const { text, params } = listQuery(table, extra, placeholder, tenantId, query);
+    return { text: `${select} ${text}`, params };
+  }
+  const params: unknown[] = [];
+  const arms = parts.map((part, i) => {
+    const offset = params.length;
+    const arm = listQuery(table, extra, (n) => placeholder(offset + n), tenantId, part.query, part.condition);
+    params.push(...arm.params);
+    return `select * from (${select} ${arm.text}) as part${i}`;
+  });
+  const id = table.position(table.id);
+  const by = query.after?.by === undefined ? undefined : table.column(query.after.by);
+  const order = by ? `${table.position(by)}, ${id}` : query.after ? `${id}` : `${id} desc`;
+  params.push(query.limit);
+  return { text: `${arms.join(" union all ")} order by ${order} limit ${placeholder(params.length)}`, params };
 }

@@ -17,8 +17,9 @@ export const RUN_ENDED = `status in (${ENDED_STATUSES.map((s) => `'${s}'`).join(
 // The runs that ended or changed since they were queued: runs_changes.
 export const RUN_CHANGED = `${RUN_ENDED} or update_time <> create_time`;
 
-// The runs of one status, on the index that holds them by (tenant_id,
-// status, id): runs_queued, runs_running, runs_status.
+// The runs of one status, on the index that holds them in id order for a
+// tenant: runs_queued and runs_running (tenant_id, id), runs_status
+// (tenant_id, status, id).
 export const runStatusCondition = (status: RunStatus): string =>
   status === "queued" || status === "running" ? `status = '${status}'` : `status = '${status}' and ${RUN_ENDED}`;
 

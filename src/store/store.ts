@@ -91,7 +91,7 @@ export interface EventStore extends TenantRepo<EventRow, EventInsert> {
 }
 
 // A run's id is made when it is created (UUIDv7), so the creation window is
-// a range of ids: the (tenant_id, id) index serves it.
+// a range of ids in each index the list reads (list-query.ts).
 export interface RunQuery extends ListQuery<RunRow> {
   createdAfter?: number;
   createdBefore?: number;

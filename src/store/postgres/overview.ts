@@ -1,8 +1,8 @@
 // The tenant overview on PostgreSQL: one pass over the window's runs
 // computes every grouping at once (GROUPING SETS, hashed), the window cut in
 // SLICES read side by side on the pool; events and the queue alongside. Rows
-// are found by the tenant's (tenant_id, id) index through an id range (ids
-// are UUIDv7: they sort by creation time), and sorting is switched off for
+// are found through an id range (ids are UUIDv7: they sort by creation time)
+// of the tenant's index of each status (./overview-rows.ts), and sorting is switched off for
 // the statement, so neither plan depends on statistics the tables may lack.
 // The slots sealed already are read from their rollups instead
 // (./overview-rollups.ts), the rest as ever.

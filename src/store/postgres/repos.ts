@@ -5,7 +5,7 @@ import { pg } from "./errors.js";
 import { lockTenantScope } from "./locks.js";
 import type { Db, Sql } from "./open.js";
 import type { RunInsert, RunRow, TenantRow } from "../rows.js";
-import { listInParts, listQuery, RUN_LIST_SPLIT, runListConditions, type ExtraCondition, type LiteralFilter, type SplitList } from "../list-query.js";
+import { listStatement, RUN_LIST_SPLIT, runListConditions, type ExtraCondition, type LiteralFilter, type SplitList } from "../list-query.js";
 import type { ListQuery, TenantRepo, TenantStore } from "../store.js";
 import * as schema from "./schema.js";
 
@@ -26,6 +26,7 @@ export interface TableReader {
   select: string;
   column(key: string): PgColumn | undefined;
   col(column: PgColumn): string;
+  position(column: PgColumn): number;
 }
 
 export function tableReader(table: PgTable): TableReader {
@@ -38,6 +39,7 @@ export function tableReader(table: PgTable): TableReader {
     select: `select ${columns.join(", ")} from ${name}`,
     column: (key) => byKey.get(key),
     col: (c) => `${name}.${quote(c.name)}`,
+    position: (c) => entries.findIndex(([, e]) => e === c) + 1,
   };
 }
 
@@ -58,12 +60,10 @@ export function tenantRepo<T extends TenantScopedTable, Row, Insert>(
   const name = getTableName(table);
   const repo: TenantRepo<Row, Insert> = {
     list: (tenantId, query) =>
-      listInParts(split, query, (part, condition) =>
-        pg(async () => {
-          const { text, params } = listQuery(listed, extra, (n) => `$${n}`, tenantId, part, condition);
-          return [...(await within(sql.unsafe(`${reader.select} ${text}`, params as never[], { prepare: true }), timeoutMs))] as Row[]; // rows already in the Row shape (see tableReader)
-        }),
-      ),
+      pg(async () => {
+        const { text, params } = listStatement(listed, extra, (n) => `$${n}`, reader.select, tenantId, query, split);
+        return [...(await within(sql.unsafe(text, params as never[], { prepare: true }), timeoutMs))] as Row[]; // rows already in the Row shape (see tableReader)
+      }),
     get: (tenantId, id) => pg(async () => (await within(sql.unsafe(get, [tenantId, id], { prepare: true }), timeoutMs))[0] as Row | undefined),
     insert: (row) => pg(async () => (await db.insert(table).values(row as T["$inferInsert"]).returning())[0] as Row),
     // The count and the insert under one transaction-scoped lock per (table,

@@ -19,7 +19,7 @@ import * as schema from "./schema.js";
 import { WAL_CHECKPOINT_PAGES, type SqliteOptions } from "./connection.js";
 import { migrateSqlite, openSqlite, type Db } from "./open.js";
 import { SqliteSignals, type SqliteSignalOptions } from "./signals.js";
-import { listInParts, listQuery, RUN_LIST_SPLIT, runListConditions, type ExtraCondition, type LiteralFilter, type SplitList } from "../list-query.js";
+import { listStatement, RUN_LIST_SPLIT, runListConditions, type ExtraCondition, type LiteralFilter, type SplitList } from "../list-query.js";
 import { signalled } from "../signalled.js";
 import type { EventQuery, Store, TenantRepo } from "../store.js";
 
@@ -40,6 +40,8 @@ interface TableReader<Row> {
   // The select list, every column of the table in schema order.
   columns: string;
   column(key: string): SQLiteColumn | undefined;
+  // A column's place in `columns`, from 1.
+  position(column: SQLiteColumn): number;
   decode(values: unknown[]): Row;
   prepare(sql: string): Database.Statement<unknown[], unknown[]>;
 }
@@ -56,6 +58,7 @@ function tableReader<Row>(raw: Database.Database, table: SQLiteTable): TableRead
     table: name,
     columns: entries.map(([, column]) => `${name}.${quote(column.name)}`).join(", "),
     column: (key) => byKey.get(key),
+    position: (column) => entries.findIndex(([, c]) => c === column) + 1,
     decode(values) {
       const row: Record<string, unknown> = {};
       for (let i = 0; i < keys.length; i++) {
@@ -88,7 +91,7 @@ function tenantRepo<T extends TenantScopedTable, Row, Insert>(
   const reader = tableReader<Row>(raw, table);
   const col = (c: SQLiteColumn) => `${reader.table}.${quote(c.name)}`;
   const select = `select ${reader.columns} from ${reader.table}`;
-  const listed = { id: table.id, tenantId: table.tenantId, column: reader.column, col };
+  const listed = { id: table.id, tenantId: table.tenantId, column: reader.column, col, position: reader.position };
   const getStmt = lazy(() => reader.prepare(`${select} where ${col(table.tenantId)} = ? and ${col(table.id)} = ?`));
   // One statement per combination of conditions present (the filter keys a
   // service passes are fixed in code, so there are few).
@@ -105,19 +108,16 @@ function tenantRepo<T extends TenantScopedTable, Row, Insert>(
   );
   const repo: TenantRepo<Row, Insert> = {
     list: (tenantId, query) =>
-      listInParts(split, query, (part, condition) =>
-        run(() => {
-          const { text, params } = listQuery(listed, extra, () => "?", tenantId, part, condition);
-          const sql = `${select} ${text}`;
-          let stmt = listStmts.get(sql);
-          if (!stmt) {
-            if (listStmts.size >= MAX_LIST_SHAPES) listStmts.clear();
-            stmt = reader.prepare(sql);
-            listStmts.set(sql, stmt);
-          }
-          return stmt.all(params).map(reader.decode);
-        }),
-      ),
+      run(() => {
+        const { text: sql, params } = listStatement(listed, extra, () => "?", select, tenantId, query, split);
+        let stmt = listStmts.get(sql);
+        if (!stmt) {
+          if (listStmts.size >= MAX_LIST_SHAPES) listStmts.clear();
+          stmt = reader.prepare(sql);
+          listStmts.set(sql, stmt);
+        }
+        return stmt.all(params).map(reader.decode);
+      }),
     get: (tenantId, id) =>
       run(() => {
         const values = getStmt().get(tenantId, id);
