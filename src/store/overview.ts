@@ -55,6 +55,11 @@ export type RunGroup =
   | { set: "word"; status: "failed" | "timed_out"; word: string; n: number }
   | { set: "duration"; ms: number; n: number };
 
+// The runs the overview counts as failures, and those it times (ended with
+// both times known), in SQL both engines read alike.
+export const FAILED_RUN = `status in ('failed', 'timed_out')`;
+export const TIMED_RUN = `status in ('succeeded', 'failed', 'timed_out') and start_time is not null and end_time is not null`;
+
 // Durations are grouped at three significant digits (a run of 12,345 ms
 // counts as 12,300 ms), so their groups stay few, however many runs: at
 // most 900 per power of ten. The same CASE on both engines.

@@ -5,7 +5,7 @@
 // slot once (the second waits, then starts from the watermark the first
 // moved). The overview reads the rows back summed per group.
 import { idFloor } from "../../lib/ids.js";
-import { ID_MARGIN_MS, SLOT_MS, firstWatermark, sealLimit, sealUntil, type RollupRow, type Watermark } from "../overview.js";
+import { FAILED_RUN, ID_MARGIN_MS, SLOT_MS, firstWatermark, sealLimit, sealUntil, type RollupRow, type Watermark } from "../overview.js";
 import { within } from "./deadline.js";
 import type { Sql } from "./open.js";
 import { RUN_ROWS } from "./overview-rows.js";
@@ -18,7 +18,7 @@ const SEAL_RUNS = `
     select bucket, status, coalesce(agent_id, trigger_id, word, d::int8::text) as key,
       case when grouping(agent_id) = 0 then 'agent' when grouping(trigger_id) = 0 then 'trigger'
         when grouping(word) = 0 then 'word' when grouping(d) = 0 then 'duration' else 'bucket' end as kind,
-      count(*)::int as n, count(*) filter (where status in ('failed', 'timed_out'))::int as failures
+      count(*)::int as n, count(*) filter (where ${FAILED_RUN})::int as failures
     from (${RUN_ROWS}) r
     group by grouping sets ((bucket, status), (bucket, agent_id), (bucket, trigger_id), (bucket, status, word), (bucket, d))
   ) g

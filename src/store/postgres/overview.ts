@@ -8,6 +8,7 @@
 // (./overview-rollups.ts), the rest as ever.
 import { idFloor, idTime } from "../../lib/ids.js";
 import {
+  FAILED_RUN,
   ID_MARGIN_MS,
   SLOT_MS,
   foldGroups,
@@ -26,14 +27,13 @@ import type { Sql } from "./open.js";
 import { createPgRollups } from "./overview-rollups.js";
 import { RUN_ROWS } from "./overview-rows.js";
 
-const FAILED = `status in ('failed', 'timed_out')`;
 // Concurrent slices of the window: the machine's cores share one overview.
 const SLICES = 2;
 
 // Every RunGroup set of RUN_ROWS (its parameters) in one pass.
 const GROUPS = `
   select grouping(bucket, status, agent_id, trigger_id, word, d) as g, bucket, status, agent_id, trigger_id, word, d,
-    count(*)::int as n, count(*) filter (where ${FAILED})::int as failures
+    count(*)::int as n, count(*) filter (where ${FAILED_RUN})::int as failures
   from (${RUN_ROWS}) r
   group by grouping sets ((bucket, status), (agent_id), (trigger_id), (status, word), (d))`;
 

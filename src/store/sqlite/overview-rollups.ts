@@ -6,15 +6,13 @@
 // group. `leading_word` must be registered first (./overview.ts does).
 import type Database from "better-sqlite3";
 import { idFloor } from "../../lib/ids.js";
-import { DURATION_KEY, ID_MARGIN_MS, SLOT_MS, firstWatermark, sealLimit, sealUntil, type RollupRow, type Watermark } from "../overview.js";
+import { DURATION_KEY, FAILED_RUN, ID_MARGIN_MS, SLOT_MS, TIMED_RUN, firstWatermark, sealLimit, sealUntil, type RollupRow, type Watermark } from "../overview.js";
 import { withLockWait } from "./lock-wait.js";
 import { RUNS_IN_RANGE } from "./overview-rows.js";
 
 // How long a pass waits for the write lock before leaving it to the next one.
 const LOCK_WAIT_MS = 250;
 
-const FAILED = `status in ('failed', 'timed_out')`;
-const ENDED = `status in ('succeeded', 'failed', 'timed_out') and start_time is not null and end_time is not null`;
 const SLOT = (t: string) => `cast(:start as integer) + (${t} - cast(:start as integer)) / ${SLOT_MS} * ${SLOT_MS}`;
 
 interface Range {
@@ -32,10 +30,10 @@ export function createSqliteRollups(raw: Database.Database) {
     );
   const seals = [
     into(`'bucket', status, '', count(*), 0`, "group by 2, 4"),
-    into(`'agent', '', agent_id, count(*), sum(${FAILED})`, "group by 2, agent_id"),
-    into(`'trigger', '', trigger_id, count(*), sum(${FAILED})`, "where trigger_id is not null group by 2, trigger_id"),
-    into(`'word', status, case when status = 'failed' then leading_word(error) else '' end, count(*), 0`, `where ${FAILED} group by 2, 4, 5`),
-    into(`'duration', '', ${DURATION_KEY("(end_time - start_time)")}, count(*), 0`, `where ${ENDED} group by 2, 5`),
+    into(`'agent', '', agent_id, count(*), sum(${FAILED_RUN})`, "group by 2, agent_id"),
+    into(`'trigger', '', trigger_id, count(*), sum(${FAILED_RUN})`, "where trigger_id is not null group by 2, trigger_id"),
+    into(`'word', status, case when status = 'failed' then leading_word(error) else '' end, count(*), 0`, `where ${FAILED_RUN} group by 2, 4, 5`),
+    into(`'duration', '', ${DURATION_KEY("(end_time - start_time)")}, count(*), 0`, `where ${TIMED_RUN} group by 2, 5`),
     raw.prepare<Range>(
       `insert into overview_rollups (tenant_id, slot, kind, status, key, n, failures)
        select :tenant, ${SLOT("receive_time")}, 'events', '', '', count(*), 0 from events

@@ -7,8 +7,10 @@ import type Database from "better-sqlite3";
 import { idFloor, idTime } from "../../lib/ids.js";
 import {
   DURATION_KEY,
+  FAILED_RUN,
   ID_MARGIN_MS,
   LEADING_WORD,
+  TIMED_RUN,
   foldGroups,
   fromRollups,
   readWindow,
@@ -21,8 +23,6 @@ import { run } from "./errors.js";
 import { createSqliteRollups } from "./overview-rollups.js";
 import { RUNS_IN_RANGE } from "./overview-rows.js";
 
-const FAILED = `status in ('failed', 'timed_out')`;
-const ENDED = `status in ('succeeded', 'failed', 'timed_out') and start_time is not null and end_time is not null`;
 
 // [start, end) of a window whose buckets count from `origin`.
 interface Window {
@@ -42,13 +42,13 @@ export function createSqliteOverview(raw: Database.Database): OverviewStore {
   const groups = (select: string, where = "") => raw.prepare<Window, RunGroup>(`${select} from ${RUNS_IN_RANGE} ${where}`);
   const statements = [
     groups(`select 'bucket' as "set", (create_time - cast(:origin as integer)) / cast(:bucket as integer) as bucket, status, count(*) as n`, "group by 2, 3"),
-    groups(`select 'agent' as "set", agent_id as id, count(*) as n, sum(${FAILED}) as failures`, "group by agent_id"),
-    groups(`select 'trigger' as "set", trigger_id as id, count(*) as n, sum(${FAILED}) as failures`, "where trigger_id is not null group by trigger_id"),
+    groups(`select 'agent' as "set", agent_id as id, count(*) as n, sum(${FAILED_RUN}) as failures`, "group by agent_id"),
+    groups(`select 'trigger' as "set", trigger_id as id, count(*) as n, sum(${FAILED_RUN}) as failures`, "where trigger_id is not null group by trigger_id"),
     groups(
       `select 'word' as "set", status, case when status = 'failed' then leading_word(error) else '' end as word, count(*) as n`,
-      `where ${FAILED} group by 2, 3`,
+      `where ${FAILED_RUN} group by 2, 3`,
     ),
-    groups(`select 'duration' as "set", ${DURATION_KEY("(end_time - start_time)")} as ms, count(*) as n`, `where ${ENDED} group by 2`),
+    groups(`select 'duration' as "set", ${DURATION_KEY("(end_time - start_time)")} as ms, count(*) as n`, `where ${TIMED_RUN} group by 2`),
   ];
   const events = raw.prepare<Window, { bucket: number; n: number }>(
     `select (receive_time - cast(:origin as integer)) / cast(:bucket as integer) as bucket, count(*) as n from events
