@@ -2,7 +2,7 @@ import { groupCommit } from "../../group-commit.js";
 import type { RunRow } from "../../rows.js";
 import type { RunOutcome } from "../../store.js";
 import type { Sql } from "../open.js";
-import { RUNNING } from "./held-run.js";
+import { PLANNED_EACH_TIME, RUNNING } from "./held-run.js";
 import type postgres from "postgres";
 
 type Tx = postgres.TransactionSql;
@@ -67,7 +67,7 @@ export async function writeRuns(sql: Sql, writes: StateWrite[]): Promise<boolean
   });
   const results = writes.map(() => false);
   const apply = async (q: Sql | Tx, round: { write: StateWrite; at: number }[]) => {
-    const done = await q.unsafe<{ id: string }[]>(WRITE, [`[${round.map(({ write }) => write.json).join(",")}]`, RUNNING, round.map(({ write }) => write.id)], { prepare: true });
+    const done = await q.unsafe<{ id: string }[]>(WRITE, [`[${round.map(({ write }) => write.json).join(",")}]`, RUNNING, round.map(({ write }) => write.id)], PLANNED_EACH_TIME);
     const ids = new Set(done.map((d) => d.id));
     for (const { write, at } of round) results[at] = ids.has(write.id);
   };
