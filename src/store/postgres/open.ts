@@ -63,8 +63,9 @@ export function openPostgres(options: PostgresOptions & { connection?: Record<st
 // 0.67 ms of work. bench/engine, four runs alternated on one idle machine:
 // custom plans drained 50,000 runs at 2,136 and 2,112 runs/s, these at
 // 2,465 and 2,544; event → run start p99 24 and 17 ms against 10 and 11.
-// Its own pool also keeps claims and finishes from waiting behind
-// ingestion's commits.
+// Statements that find runs by id are the exception: planned at each
+// execution (./queue/held-run.ts). Its own pool also keeps claims and
+// finishes from waiting behind ingestion's commits.
 export function openQueuePool(url: string, poolSize = 3): OpenedPostgres {
   return openPostgres({ url, poolSize, connection: { plan_cache_mode: "force_generic_plan", enable_bitmapscan: "off", enable_seqscan: "off" } });
 }
