@@ -4,6 +4,7 @@ import type { RunInsert } from "../rows.js";
 import type { QueueStats } from "../store.js";
 import { idTime } from "../../lib/ids.js";
 import { byEvent } from "../runs-by-event.js";
+import { PLANNED_EACH_TIME } from "./planned-each-time.js";
 
 // Multi-row inserts take their rows as one JSON array expanded by
 // json_to_recordset: one prepared statement serves any number of rows, and
@@ -98,15 +99,14 @@ export async function queueStats(sql: Sql): Promise<QueueStats[]> {
 }
 
 // The runs of an event, and of each of a page of events, newest first. Each
-// planned for its values at every call (an unnamed statement, never a
-// generic plan): the seek is runs_event (event, tenant), and a plan made
+// planned for its values at every call (./planned-each-time.ts): the seek is runs_event (event, tenant), and a plan made
 // without the values, or on the nearly empty table a new deployment starts
 // with, ties it with the tenant's prefix of runs_agent and walks every run
 // of the tenant (test/queue-cost.test.ts).
 const BY_EVENT = `select id, event_id as "eventId" from runs where tenant_id = $1 and event_id = any($2::text[]) order by id desc`;
 
 export const runIdsForEvent = async (sql: Sql, tenantId: string, eventId: string): Promise<string[]> =>
-  (await sql.unsafe<{ id: string }[]>(BY_EVENT, [tenantId, [eventId]], { prepare: false })).map((r) => r.id);
+  (await sql.unsafe<{ id: string }[]>(BY_EVENT, [tenantId, [eventId]], PLANNED_EACH_TIME)).map((r) => r.id);
 
 export const runIdsForEvents = async (sql: Sql, tenantId: string, eventIds: string[]): Promise<Map<string, string[]>> =>
-  byEvent(eventIds.length ? await sql.unsafe<{ id: string; eventId: string }[]>(BY_EVENT, [tenantId, eventIds], { prepare: false }) : []);
+  byEvent(eventIds.length ? await sql.unsafe<{ id: string; eventId: string }[]>(BY_EVENT, [tenantId, eventIds], PLANNED_EACH_TIME) : []);

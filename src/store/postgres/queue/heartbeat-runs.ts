@@ -1,5 +1,6 @@
 import type { Sql } from "../open.js";
-import { PLANNED_EACH_TIME, RUNNING } from "./held-run.js";
+import { PLANNED_EACH_TIME } from "../planned-each-time.js";
+import { RUNNING } from "./held-run.js";
 
 const HEARTBEAT = `
   update runs set lease_expire_time = $1

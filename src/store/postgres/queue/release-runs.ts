@@ -1,5 +1,6 @@
 import type { Sql } from "../open.js";
-import { PLANNED_EACH_TIME, RUNNING } from "./held-run.js";
+import { PLANNED_EACH_TIME } from "../planned-each-time.js";
+import { RUNNING } from "./held-run.js";
 
 const RELEASE = `
   update runs set status = 'queued', lease_owner = null, lease_expire_time = null, attempt = greatest(attempt - 1, 0),
