@@ -22,6 +22,8 @@ import { migratePostgres, openPostgres, openQueuePool } from "../src/store/postg
 import { createPgWebhookStore } from "../src/store/postgres/ingest.js";
 import { createPgRunQueue } from "../src/store/postgres/queue.js";
 import { createPgRetention } from "../src/store/postgres/retention.js";
+import { createPgOverview } from "../src/store/postgres/overview.js";
+import type { OverviewStore } from "../src/store/overview.js";
 import { createRunRepo } from "../src/store/postgres/repos.js";
 import { queuedCount, runIdsForEvents } from "../src/store/postgres/runs.js";
 import { createSqliteStore } from "../src/store/sqlite/store.js";
@@ -43,6 +45,7 @@ interface Engine {
   // PostgreSQL's; SQLite's commits on its writer thread (see above).
   webhooks?: WebhookStore;
   retention: RetentionStore;
+  overview: OverviewStore;
   // The runs of TENANT, as the API reads them.
   runs: Pick<RunStore, "get" | "list" | "idsForEvents">;
   // Queues `perTenant` more runs for each of the first `tenants` tenants;
@@ -113,6 +116,7 @@ async function postgresEngine(): Promise<Engine> {
     queuedCount: (tenantId) => queuedCount(main.sql, tenantId),
     webhooks: createPgWebhookStore(main.sql, { windowMs: 0, maxBatch: 256 }, 5000),
     retention: createPgRetention(main.sql),
+    overview: createPgOverview(main.sql, 5000),
     runs: { get: runRepo.get, list: runRepo.list, idsForEvents: (tenantId, eventIds) => runIdsForEvents(main.sql, tenantId, eventIds) },
     async seed(perTenant, tenants = TENANTS, ended = false) {
       await flushed(seedRuns(PG, seeded, perTenant, tenants, Date.now(), ended));
@@ -155,6 +159,7 @@ async function sqliteEngine(): Promise<Engine> {
     queue: store.queue,
     queuedCount: (tenantId) => store.runs.queuedCount(tenantId),
     retention: store.retention,
+    overview: store.overview,
     runs: store.runs,
     async seed(perTenant, tenants = TENANTS, ended = false) {
       raw.exec(seedRuns(SQLITE, seeded, perTenant, tenants, Date.now(), ended));
@@ -374,12 +379,14 @@ describe.each([
   // The API's reads of runs, made first while no run exists (a new
   // deployment's console polling its empty lists): a statement the main
   // pool keeps prepared may go on with a plan made then.
-  it("reading a run and listing a tenant's runs, first done on an empty table, cost the same with 150,000 runs as with 50,000", async () => {
+  it("reading a run, listing a tenant's runs and its overview, first done on an empty table, cost the same with 150,000 runs as with 50,000", async () => {
     const reads = {
       get: async () => expect(await e.runs.get(TENANT, "run-gone")).toBeUndefined(),
       list: async () => expect(await e.runs.list(TENANT, { limit: 20 })).toEqual([]),
       queued: async () => expect(await e.runs.list(TENANT, { limit: 20, where: { status: "queued" } })).toEqual([]),
       agent: async () => expect(await e.runs.list(TENANT, { limit: 20, where: { agentId: "agt-1" } })).toEqual([]),
+      // The last ten minutes, not whole slots: the live query over runs and events.
+      overview: async () => expect(await e.overview.tenant(TENANT, { start: Date.now() - 600_001, bucketMs: 60_000, buckets: 10, top: 5 })).toBeDefined(),
     };
     for (const read of Object.values(reads)) for (let i = 0; i < 10; i++) await read();
     const costs = async () => {
@@ -388,6 +395,7 @@ describe.each([
       costs.list = await costPerCall(e, 6, async () => expect(await e.runs.list(TENANT, { limit: 20 })).toHaveLength(20));
       costs.queued = await costPerCall(e, 6, async () => expect(await e.runs.list(TENANT, { limit: 20, where: { status: "queued" } })).toHaveLength(20));
       costs.agent = await costPerCall(e, 6, async () => expect(await e.runs.list(TENANT, { limit: 20, where: { agentId: "agt-1" } })).toHaveLength(20));
+      costs.overview = await costPerCall(e, 6, reads.overview);
       return costs;
     };
     await e.seed(50_000, 1, true);

@@ -48,7 +48,7 @@ export async function queueRuns(tx: TransactionSql, runs: RunInsert[]): Promise<
 // runs would read every queued one.
 const QUEUED = "sum(case q.side when 'in' then q.n else -q.n end)";
 
-const QUEUED_COUNT = `select coalesce((select ${QUEUED} from queued_run_counts q where q.tenant_id = $1), 0)::int as n`;
+export const QUEUED_COUNT = `select coalesce((select ${QUEUED} from queued_run_counts q where q.tenant_id = $1), 0)::int as n`;
 
 // CTEs `held` and `counted`: holds the `in` rows of the tenants in the text
 // array `tenants` (created if missing), in tenant order, and counts each
