@@ -265,6 +265,17 @@ describe.each([
     expect({ small, large, grew: grewPast(small, large) }).toMatchObject({ grew: [] });
   });
 
+  it("a tenant's overview, with its queued runs now, costs the same with 50,000 of its runs queued as with 1,000", async () => {
+    const overview = async (queued: number) =>
+      expect(await e.overview.tenant(TENANT, { start: Date.now() - 600_001, bucketMs: 60_000, buckets: 10, top: 5 })).toMatchObject({ queued });
+    await e.seed(1_000, 1);
+    const small = await costPerCall(e, 6, () => overview(1_000));
+    await e.seed(49_000, 1);
+    const large = await costPerCall(e, 6, () => overview(50_000));
+    expect(small).toBeGreaterThan(0);
+    expect({ small, large, grew: large > 2 * small + 2 }).toMatchObject({ grew: false });
+  });
+
   it("listing a tenant's runs, by status or not, costs the same with 50,000 of its runs queued as with 1,000", async () => {
     // Ended runs first, then the backlog, then a claim: the ended and the
     // running runs are the oldest, so a walk newest first that filters by

@@ -73,8 +73,10 @@ function toGroup(r: GroupRow): RunGroup | undefined {
 
 // The tenant's queued runs now: their count from queued_run_counts (two rows
 // however deep the backlog, where counting the runs read every queued one)
-// and the oldest, the first entry of runs_queued.
-const QUEUED_NOW = `select (${QUEUED_COUNT}) as n, (select min(id) from runs where tenant_id = $1 and status = 'queued') as oldest`;
+// and the oldest, the first entry of runs_queued (written as such: min(id),
+// on a table with no statistics, was estimated at one row and aggregated
+// over every queued one).
+const QUEUED_NOW = `select (${QUEUED_COUNT}) as n, (select id from runs where tenant_id = $1 and status = 'queued' order by id limit 1) as oldest`;
 
 export function createPgOverview(sql: Sql, timeoutMs: number): OverviewStore {
   const rollups = createPgRollups(sql, timeoutMs);

@@ -54,8 +54,12 @@ export function createSqliteOverview(raw: Database.Database): OverviewStore {
     `select (receive_time - cast(:origin as integer)) / cast(:bucket as integer) as bucket, count(*) as n from events
      where tenant_id = :tenant and id >= :lo and id < :hi and receive_time >= :start and receive_time < :end group by 1`,
   );
-  const queued = raw.prepare<[string], { n: number; oldest: string | null }>(
-    `select count(*) as n, min(id) as oldest from runs where tenant_id = ? and status = 'queued'`,
+  // The tenant's queued runs now: their count from queued_run_counts (one
+  // row however deep the backlog, where counting the runs read every queued
+  // one) and the oldest, the first entry of runs_queued.
+  const queued = raw.prepare<{ tenant: string }, { n: number; oldest: string | null }>(
+    `select coalesce((select n from queued_run_counts where tenant_id = :tenant), 0) as n,
+       (select id from runs indexed by runs_queued where tenant_id = :tenant and status = 'queued' order by id limit 1) as oldest`,
   );
 
   const rollups = createSqliteRollups(raw);
@@ -82,7 +86,7 @@ export function createSqliteOverview(raw: Database.Database): OverviewStore {
           ...(parts.rolled ? [fromRollups(rollups.read(tenantId, parts.rolled.from, parts.rolled.to, q.start, q.bucketMs))] : []),
           ...parts.live.map((r) => live(tenantId, q, r.from, r.to)),
         ];
-        const waiting = queued.get(tenantId);
+        const waiting = queued.get({ tenant: tenantId });
         return foldGroups(q, answers.flatMap((a) => a.groups), answers.flatMap((a) => a.events), {
           n: waiting?.n ?? 0,
           oldestTime: waiting?.oldest ? idTime(waiting.oldest) : undefined,
