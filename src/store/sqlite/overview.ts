@@ -22,6 +22,7 @@ import {
 import { run } from "./errors.js";
 import { createSqliteRollups } from "./overview-rollups.js";
 import { RUNS_IN_RANGE } from "./overview-rows.js";
+import { QUEUED_COUNT } from "./queue.js";
 
 
 // [start, end) of a window whose buckets count from `origin`.
@@ -54,12 +55,12 @@ export function createSqliteOverview(raw: Database.Database): OverviewStore {
     `select (receive_time - cast(:origin as integer)) / cast(:bucket as integer) as bucket, count(*) as n from events
      where tenant_id = :tenant and id >= :lo and id < :hi and receive_time >= :start and receive_time < :end group by 1`,
   );
-  // The tenant's queued runs now: their count from queued_run_counts (one
-  // row however deep the backlog, where counting the runs read every queued
-  // one) and the oldest, the first entry of runs_queued.
-  const queued = raw.prepare<{ tenant: string }, { n: number; oldest: string | null }>(
-    `select coalesce((select n from queued_run_counts where tenant_id = :tenant), 0) as n,
-       (select id from runs indexed by runs_queued where tenant_id = :tenant and status = 'queued' order by id limit 1) as oldest`,
+  // The tenant's queued runs now: their count as the quota reads it (where
+  // counting the runs read every queued one) and the oldest, the first entry
+  // of runs_queued.
+  const queued = raw.prepare<[string, string], { n: number; oldest: string | null }>(
+    `select (${QUEUED_COUNT}) as n,
+       (select id from runs indexed by runs_queued where tenant_id = ? and status = 'queued' order by id limit 1) as oldest`,
   );
 
   const rollups = createSqliteRollups(raw);
@@ -86,7 +87,7 @@ export function createSqliteOverview(raw: Database.Database): OverviewStore {
           ...(parts.rolled ? [fromRollups(rollups.read(tenantId, parts.rolled.from, parts.rolled.to, q.start, q.bucketMs))] : []),
           ...parts.live.map((r) => live(tenantId, q, r.from, r.to)),
         ];
-        const waiting = queued.get({ tenant: tenantId });
+        const waiting = queued.get(tenantId, tenantId);
         return foldGroups(q, answers.flatMap((a) => a.groups), answers.flatMap((a) => a.events), {
           n: waiting?.n ?? 0,
           oldestTime: waiting?.oldest ? idTime(waiting.oldest) : undefined,

@@ -232,6 +232,8 @@ export function prepareQueueStats(raw: Database.Database) {
 
 // How many runs of a tenant wait to be claimed: the count the triggers on
 // runs keep in queued_run_counts, one row read however deep the backlog.
+export const QUEUED_COUNT = `select coalesce((select n from queued_run_counts where tenant_id = ?), 0)`;
+
 export function prepareQueuedCount(raw: Database.Database): Database.Statement<[string], number> {
-  return raw.prepare<[string], number>(`select coalesce((select n from queued_run_counts where tenant_id = ?), 0)`).pluck(true);
+  return raw.prepare<[string], number>(QUEUED_COUNT).pluck(true);
 }
