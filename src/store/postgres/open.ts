@@ -35,10 +35,23 @@ function reconnectBackoff(failures: number): number {
 // 2^53: read them as numbers, as SQLite returns them, not as strings.
 const INT8 = 20;
 
+// Every statement of a pool opened here is planned at each execution, for
+// its values and the tables as they are then (the queue's pool below sets
+// its own mode). The driver keeps statements prepared, and PostgreSQL would
+// switch a prepared statement to one generic plan, kept for the
+// connection's life, once five custom plans cost no less: on a new
+// deployment's empty tables a sequential scan costs nothing, so the
+// overview's seal, retention and an idempotency key's release went on
+// scanning runs and events whole as they grew (3x the pages at 150,000 rows
+// as at 50,000: test/queue-cost.test.ts), and nothing remade the plan with
+// autovacuum off. Planning costs about 0.1 ms a statement; a prepared one
+// still saves its parse.
+const MAIN_POOL = { plan_cache_mode: "force_custom_plan" };
+
 export function openPostgres(options: PostgresOptions & { connection?: Record<string, string> }): OpenedPostgres {
   const sql = postgres(options.url, {
     max: options.poolSize ?? 10,
-    connection: options.connection,
+    connection: { ...MAIN_POOL, ...options.connection },
     onnotice: () => {},
     backoff: reconnectBackoff,
     types: {

@@ -27,7 +27,6 @@ import type { Sql } from "./open.js";
 import { createPgRollups } from "./overview-rollups.js";
 import { RUN_ROWS } from "./overview-rows.js";
 import { QUEUED_COUNT } from "./runs.js";
-import { PLANNED_EACH_TIME } from "./planned-each-time.js";
 
 // Concurrent slices of the window: the machine's cores share one overview.
 const SLICES = 2;
@@ -82,15 +81,16 @@ export function createPgOverview(sql: Sql, timeoutMs: number): OverviewStore {
   const rollups = createPgRollups(sql, timeoutMs);
   // One slice's groups, in a transaction of its own: `enable_sort` off makes
   // the hashed plan the only one, whatever the row estimate. Both live
-  // queries are planned at each call (./planned-each-time.ts): kept, a plan
-  // made while the tenant had no runs (a new deployment's dashboard) read
-  // every run at each call once there were many (test/queue-cost.test.ts).
+  // queries are planned at each call, as every statement of the main pool
+  // is (openPostgres): kept, a plan made while the tenant had no runs (a new
+  // deployment's dashboard) read every run at each call once there were
+  // many (test/queue-cost.test.ts).
   const slice = (tenantId: string, q: OverviewQuery, from: number, to: number) =>
     sql.begin(async (tx) => {
       await tx`set local enable_sort = off`;
       await tx`set local work_mem = '32MB'`;
       const params = [tenantId, idFloor("run", from - ID_MARGIN_MS), idFloor("run", to + ID_MARGIN_MS), from, to, q.start, q.bucketMs];
-      return within(tx.unsafe<GroupRow[]>(GROUPS, params, PLANNED_EACH_TIME), timeoutMs);
+      return within(tx.unsafe<GroupRow[]>(GROUPS, params, { prepare: true }), timeoutMs);
     });
   // The live query over [from, to) of the window, in SLICES side by side.
   const live = async (tenantId: string, q: OverviewQuery, from: number, to: number) => {
@@ -103,7 +103,7 @@ export function createPgOverview(sql: Sql, timeoutMs: number): OverviewStore {
           `select ((receive_time - $6) / $7)::int as bucket, count(*)::int as n from events
            where tenant_id = $1 and id >= $2 and id < $3 and receive_time >= $4 and receive_time < $5 group by 1`,
           [tenantId, idFloor("evt", from - ID_MARGIN_MS), idFloor("evt", to + ID_MARGIN_MS), from, to, q.start, q.bucketMs],
-          PLANNED_EACH_TIME,
+          { prepare: true },
         ),
         timeoutMs,
       ),
@@ -124,7 +124,7 @@ export function createPgOverview(sql: Sql, timeoutMs: number): OverviewStore {
       pg(async () => {
         const parts = readWindow(q, await rollups.watermark(tenantId));
         const [queued, ...answers] = await Promise.all([
-          within(sql.unsafe<{ n: number; oldest: string | null }[]>(QUEUED_NOW, [tenantId], PLANNED_EACH_TIME), timeoutMs),
+          within(sql.unsafe<{ n: number; oldest: string | null }[]>(QUEUED_NOW, [tenantId], { prepare: true }), timeoutMs),
           ...(parts.rolled ? [rolled(tenantId, q, parts.rolled.from, parts.rolled.to)] : []),
           ...parts.live.map((r) => live(tenantId, q, r.from, r.to)),
         ]);

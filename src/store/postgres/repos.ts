@@ -4,7 +4,6 @@ import { within } from "./deadline.js";
 import { pg } from "./errors.js";
 import { lockTenantScope } from "./locks.js";
 import type { Db, Sql } from "./open.js";
-import { PLANNED_EACH_TIME } from "./planned-each-time.js";
 import type { RunInsert, RunRow, TenantRow } from "../rows.js";
 import { listStatement, RUN_LIST_SPLIT, runListConditions, type ExtraCondition, type LiteralFilter, type SplitList } from "../list-query.js";
 import type { ListQuery, TenantRepo, TenantStore } from "../store.js";
@@ -63,9 +62,9 @@ export function tenantRepo<T extends TenantScopedTable, Row, Insert>(
     list: (tenantId, query) =>
       pg(async () => {
         const { text, params } = listStatement(listed, extra, (n) => `$${n}`, reader.select, tenantId, query, split);
-        return [...(await within(sql.unsafe(text, params as never[], PLANNED_EACH_TIME), timeoutMs))] as Row[]; // rows already in the Row shape (see tableReader)
+        return [...(await within(sql.unsafe(text, params as never[], { prepare: true }), timeoutMs))] as Row[]; // rows already in the Row shape (see tableReader)
       }),
-    get: (tenantId, id) => pg(async () => (await within(sql.unsafe(get, [tenantId, id], PLANNED_EACH_TIME), timeoutMs))[0] as Row | undefined),
+    get: (tenantId, id) => pg(async () => (await within(sql.unsafe(get, [tenantId, id], { prepare: true }), timeoutMs))[0] as Row | undefined),
     insert: (row) => pg(async () => (await db.insert(table).values(row as T["$inferInsert"]).returning())[0] as Row),
     // The count and the insert under one transaction-scoped lock per (table,
     // tenant): inserts of other replicas wait, so none counts below the limit
@@ -99,7 +98,7 @@ export function tenantStore(sql: Sql, db: Db, timeoutMs: number): TenantStore {
     get: (idOrSlug) =>
       pg(async () => {
         const [row] = await within(
-          sql.unsafe(`${reader.select} where ${reader.col(tenants.id)} = $1 or ${reader.col(tenants.slug)} = $1`, [idOrSlug], PLANNED_EACH_TIME),
+          sql.unsafe(`${reader.select} where ${reader.col(tenants.id)} = $1 or ${reader.col(tenants.slug)} = $1`, [idOrSlug], { prepare: true }),
           timeoutMs,
         );
         return row as TenantRow | undefined;
@@ -108,8 +107,8 @@ export function tenantStore(sql: Sql, db: Db, timeoutMs: number): TenantStore {
       pg(async () => {
         const rows = await within(
           query.beforeId
-            ? sql.unsafe<TenantRow[]>(`${reader.select} where ${reader.col(tenants.id)} < $1 ${order} limit $2`, [query.beforeId, query.limit], PLANNED_EACH_TIME)
-            : sql.unsafe<TenantRow[]>(`${reader.select} ${order} limit $1`, [query.limit], PLANNED_EACH_TIME),
+            ? sql.unsafe<TenantRow[]>(`${reader.select} where ${reader.col(tenants.id)} < $1 ${order} limit $2`, [query.beforeId, query.limit], { prepare: true })
+            : sql.unsafe<TenantRow[]>(`${reader.select} ${order} limit $1`, [query.limit], { prepare: true }),
           timeoutMs,
         );
         return [...rows];

@@ -21,9 +21,14 @@ export function createPgRetention(sql: Sql): RetentionStore {
           select id from runs where end_time < ${before}::int8 and ${sql.unsafe(RUN_ENDED)}
           order by end_time limit ${batch}::int4 for update skip locked)`;
       // An event goes once no run of it is left: a queued or running run keeps it.
+      // The comparison is in runs.event_id's collation, so that runs_event
+      // answers it: events.id is "C", which would otherwise win, and a
+      // comparison in another collation than an index's cannot use it (the
+      // batch then joined every event to every run: 210 ms at 150,000).
       const events = await tx`
         delete from events where id in (
-          select e.id from events e where e.receive_time < ${before}::int8 and not exists (select 1 from runs r where r.event_id = e.id)
+          select e.id from events e
+          where e.receive_time < ${before}::int8 and not exists (select 1 from runs r where r.event_id = e.id collate "default")
           order by e.receive_time limit ${batch}::int4 for update skip locked)`;
       // Each trigger's latest slot stays however old: the scheduler fires a
       // slot only when it is later than that one.

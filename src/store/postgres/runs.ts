@@ -4,7 +4,6 @@ import type { RunInsert } from "../rows.js";
 import type { QueueStats } from "../store.js";
 import { idTime } from "../../lib/ids.js";
 import { byEvent } from "../runs-by-event.js";
-import { PLANNED_EACH_TIME } from "./planned-each-time.js";
 
 // Multi-row inserts take their rows as one JSON array expanded by
 // json_to_recordset: one prepared statement serves any number of rows, and
@@ -106,7 +105,7 @@ export async function queueStats(sql: Sql): Promise<QueueStats[]> {
 const BY_EVENT = `select id, event_id as "eventId" from runs where tenant_id = $1 and event_id = any($2::text[]) order by id desc`;
 
 export const runIdsForEvent = async (sql: Sql, tenantId: string, eventId: string): Promise<string[]> =>
-  (await sql.unsafe<{ id: string }[]>(BY_EVENT, [tenantId, [eventId]], PLANNED_EACH_TIME)).map((r) => r.id);
+  (await sql.unsafe<{ id: string }[]>(BY_EVENT, [tenantId, [eventId]], { prepare: true })).map((r) => r.id);
 
 export const runIdsForEvents = async (sql: Sql, tenantId: string, eventIds: string[]): Promise<Map<string, string[]>> =>
-  byEvent(eventIds.length ? await sql.unsafe<{ id: string; eventId: string }[]>(BY_EVENT, [tenantId, eventIds], PLANNED_EACH_TIME) : []);
+  byEvent(eventIds.length ? await sql.unsafe<{ id: string; eventId: string }[]>(BY_EVENT, [tenantId, eventIds], { prepare: true }) : []);
