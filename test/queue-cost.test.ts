@@ -27,12 +27,13 @@ import { createPgRetention } from "../src/store/postgres/retention.js";
 import { createPgOverview } from "../src/store/postgres/overview.js";
 import { SLOT_MS, type OverviewStore } from "../src/store/overview.js";
 import { createRunRepo } from "../src/store/postgres/repos.js";
+import { createPgMemberships } from "../src/store/postgres/members.js";
 import { queuedCount, runIdsForEvents } from "../src/store/postgres/runs.js";
 import { createSqliteStore } from "../src/store/sqlite/store.js";
 import { newId } from "../src/lib/ids.js";
 import { queuedRun } from "../src/store/queued-run.js";
 import type { RunInsert } from "../src/store/rows.js";
-import type { IngestItem, RetentionStore, RunQueue, RunStore, WebhookStore } from "../src/store/store.js";
+import type { IngestItem, MemberStore, RetentionStore, RunQueue, RunStore, WebhookStore } from "../src/store/store.js";
 import { createTestDatabase } from "./support/postgres.js";
 
 const TENANTS = 10;
@@ -55,6 +56,9 @@ interface Engine {
   seed(perTenant: number, tenants?: number, ended?: boolean): Promise<void>;
   // Adds `n` events of TENANT received at time 1, without runs.
   seedEvents(n: number): Promise<void>;
+  // Adds `n` tenants with OPERATOR an admin of each.
+  seedMemberships(n: number): Promise<void>;
+  memberships: MemberStore["memberships"];
   // Ends the running runs (the claims' own), so each backlog starts with none.
   endRunning(): Promise<void>;
   // Pages (buffers) read by the claims so far, as a running count.
@@ -85,6 +89,13 @@ const seedEvents = (d: Dialect, first: number, n: number) => `
   insert into events (id, tenant_id, source_id, event_type, payload, receive_time, idempotency_key, matched_trigger_ids, create_time, update_time)
   select 'evt-001-' || ${d.pad(`${first} + i`, 8)}, 'ten-1', 'src-1', 'seeded', '{}', 1, 'key-' || (${first} + i), '[]', 1, 1
   from ${d.series(n, "i")}`;
+// Tenants "tz-…", after the seeded "ten-…" ones, OPERATOR a member of each.
+const seedMemberships = (d: Dialect, first: number, n: number) => [
+  `insert into tenants (id, slug, create_time, update_time) select 'tz-' || ${d.pad(`${first} + i`, 8)}, 'tz-' || ${d.pad(`${first} + i`, 8)}, 1, 1 from ${d.series(n, "i")}`,
+  `insert into members (id, tenant_id, subject, role, create_time, update_time)
+   select 'mem-' || ${d.pad(`${first} + i`, 8)}, 'tz-' || ${d.pad(`${first} + i`, 8)}, '${OPERATOR}', 'admin', 1, 1 from ${d.series(n, "i")}`,
+];
+const OPERATOR = "operator";
 const seedTenants = (d: Dialect, now: number) => `
   insert into tenants (id, slug, create_time, update_time) select 'ten-' || t, 'ten-' || t, ${now}, ${now} from ${d.series(TENANTS, "t")}`;
 const seedSources = (d: Dialect, now: number) => `
@@ -121,6 +132,7 @@ async function postgresEngine(): Promise<Engine> {
   const runRepo = createRunRepo(main.sql, main.db, 5000).repo;
   let seeded = 0;
   let seededEvents = 0;
+  let seededTenants = 0;
   return {
     queue: createPgRunQueue(opened.sql),
     queuedCount: (tenantId) => queuedCount(main.sql, tenantId),
@@ -136,6 +148,11 @@ async function postgresEngine(): Promise<Engine> {
       await flushed(seedEvents(PG, seededEvents, n));
       seededEvents += n;
     },
+    async seedMemberships(n) {
+      for (const statement of seedMemberships(PG, seededTenants, n)) await flushed(statement);
+      seededTenants += n;
+    },
+    memberships: createPgMemberships(main.sql, 5000),
     endRunning: () => flushed(END_RUNNING),
     async cost() {
       // Each connection publishes its counters when it next goes idle.
@@ -170,6 +187,7 @@ async function sqliteEngine(): Promise<Engine> {
   raw.exec(seedAgents(SQLITE, now));
   let seeded = 0;
   let seededEvents = 0;
+  let seededTenants = 0;
   return {
     queue: store.queue,
     queuedCount: (tenantId) => store.runs.queuedCount(tenantId),
@@ -184,6 +202,11 @@ async function sqliteEngine(): Promise<Engine> {
       raw.exec(seedEvents(SQLITE, seededEvents, n));
       seededEvents += n;
     },
+    async seedMemberships(n) {
+      for (const statement of seedMemberships(SQLITE, seededTenants, n)) raw.exec(statement);
+      seededTenants += n;
+    },
+    memberships: store.members.memberships,
     endRunning: async () => void raw.exec(END_RUNNING),
     cost: async () => bytesRead() / 4096,
     async close() {
@@ -484,6 +507,19 @@ describe.each([
     await e.seedEvents(100_000);
     const large = await costs();
     expect({ small, large, grew: grewPast(small, large) }).toMatchObject({ grew: [] });
+  });
+
+  // ListMemberships for a platform operator: a page of every tenant, newest
+  // first, each with the operator's role in it, which costs a probe of the
+  // members of that one tenant, however many tenants the operator is in.
+  it("an operator's page of every tenant costs the same as a member of 100,000 tenants as of 10,000", async () => {
+    const page = async () => expect((await e.memberships(OPERATOR, { limit: 20, everyTenant: true })).map((m) => m.role)).toEqual(new Array(20).fill("admin"));
+    await e.seedMemberships(10_000);
+    const small = await costPerCall(e, 6, page);
+    await e.seedMemberships(90_000);
+    const large = await costPerCall(e, 6, page);
+    expect(small).toBeGreaterThan(0);
+    expect({ small, large, grew: large > 2 * small + 2 }).toMatchObject({ grew: false });
   });
 
   it("a retention batch costs the same per deleted run with 50,000 runs queued as with 1,000", async () => {

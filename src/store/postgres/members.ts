@@ -44,13 +44,16 @@ const TENANT = `tenants.id as "id", tenants.slug as "slug", tenants.display_name
 // as in SQLite). Through its Member rows: found by the (subject, tenant_id)
 // index, then sorted, few as a subject's memberships are. Every tenant: the
 // tenants' primary key in order, each joined to the subject's row by the
-// (tenant_id, subject) index.
+// (tenant_id, subject) index, compared in that index's collation: in the
+// tenants' "C" one the index could not answer it, and each tenant of the
+// page read every membership of the subject (an operator in 10,000 tenants:
+// test/queue-cost.test.ts).
 export function createPgMemberships(sql: Sql, timeoutMs: number) {
   type Row = TenantRow & { role: MemberRow["role"] | null };
   const text = (everyTenant: boolean, before: boolean) =>
     everyTenant
       ? `select ${TENANT}, members.role as "role" from tenants
-         left join members on members.tenant_id = tenants.id and members.subject = $1
+         left join members on members.tenant_id = tenants.id collate "default" and members.subject = $1
          ${before ? "where tenants.id < $2" : ""} order by tenants.id desc limit ${before ? "$3" : "$2"}`
       : `select ${TENANT}, members.role as "role" from members join tenants on tenants.id = members.tenant_id
          where members.subject = $1 ${before ? "and tenants.id < $2" : ""} order by tenants.id desc limit ${before ? "$3" : "$2"}`;
