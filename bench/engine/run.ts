@@ -49,6 +49,7 @@ const SWEEP_SECONDS = positiveInt("BENCH_SWEEP_SECONDS", 10);
 const BACKLOGS = (process.env.BENCH_BACKLOGS ?? "1000,50000").split(",").map(Number);
 const START_RATE = 200;
 const SOCKETS = positiveInt("BENCH_SOCKETS", 256);
+const WINDOW_SECONDS = Number(process.env.BENCH_WINDOW_SECONDS ?? 0);
 const DRAIN_MS = positiveInt("BENCH_DRAIN_SECONDS", 120) * 1000;
 // graphile-worker's concurrency; agentplane's is its own default.
 const PEER_CONCURRENCY = positiveInt("BENCH_PEER_CONCURRENCY", 32);
@@ -72,8 +73,11 @@ interface Paced {
   generatorCpu: number;
 }
 
-// An open-loop paced load; every answer but 202 counts as refused.
-async function paced(target: Target, rate: number, seconds: number, keyPrefix: string): Promise<Paced> {
+// An open-loop paced load; every answer but 202 counts as refused. With
+// BENCH_WINDOW_SECONDS, each window's answers and ack p50/p99 are printed as
+// it ends, with `during(window)`'s words (PostgreSQL's checkpoints in it):
+// where in a phase its tail came from.
+async function paced(target: Target, rate: number, seconds: number, keyPrefix: string, during?: () => Promise<string>): Promise<Paced> {
   const load = pacedLoad({
     url: target.url,
     headers: { "content-type": "application/json", ...target.headers },
@@ -83,12 +87,76 @@ async function paced(target: Target, rate: number, seconds: number, keyPrefix: s
     seconds,
     sockets: SOCKETS,
   });
+  const windows: PacedWindow[] = [];
+  const report = async () => {
+    const w = load.window();
+    windows.push(w);
+    const extra = during ? `, ${await during()}` : "";
+    console.log(`    ${keyPrefix} window ${windows.length}: ${w.answered} answered, ack p50 ${latencyPercentile(w, 50).toFixed(1)} ms, p99 ${latencyPercentile(w, 99).toFixed(1)} ms${extra}`);
+  };
+  // One report at a time, the last (the phase's rest) before `during`'s sources close.
+  let reporting = Promise.resolve();
+  const every = WINDOW_SECONDS && during ? setInterval(() => (reporting = reporting.then(report)), WINDOW_SECONDS * 1000) : undefined;
   await load.done;
-  const w: PacedWindow = load.window();
+  clearInterval(every);
+  await reporting;
+  if (every) await report();
+  else windows.push(load.window());
+  const w = mergeWindows(windows);
   const { cpuMs, wallMs } = load.cpu();
   const acked = w.statuses["202"] ?? 0;
   // Over the time until the last answer: past `seconds` when acks lag.
   return { offered: rate, acked: acked / (wallMs / 1000), refused: w.answered - acked + w.errors, p50: latencyPercentile(w, 50), p99: latencyPercentile(w, 99), generatorCpu: cpuMs / wallMs };
+}
+
+function mergeWindows(windows: PacedWindow[]): PacedWindow {
+  const all: PacedWindow = { sent: 0, answered: 0, latencies: [], statuses: {}, errors: 0 };
+  for (const w of windows) {
+    all.sent += w.sent;
+    all.answered += w.answered;
+    all.errors += w.errors;
+    for (const l of w.latencies) all.latencies.push(l);
+    for (const [code, n] of Object.entries(w.statuses)) all.statuses[code] = (all.statuses[code] ?? 0) + n;
+  }
+  return all;
+}
+
+// What the service's HTTP thread went through since the last call, from its
+// /metrics: the event loop's longest delay (prom-client resets it at each
+// scrape) and the time its garbage collections took.
+async function serviceLoop(url: string): Promise<() => Promise<string>> {
+  const read = async () => {
+    const text = await (await fetch(`${url}/metrics`)).text();
+    const lag = Number(/^agentplane_nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(text)?.[1] ?? NaN);
+    let gc = 0;
+    for (const m of text.matchAll(/^agentplane_nodejs_gc_duration_seconds_sum\{[^}]*\} (\S+)$/gm)) gc += Number(m[1]);
+    return { lag, gc };
+  };
+  let last = await read();
+  return async () => {
+    const now = await read();
+    const words = `HTTP thread: loop delay max ${(now.lag * 1000).toFixed(0)} ms, GC ${((now.gc - last.gc) * 1000).toFixed(0)} ms`;
+    last = now;
+    return words;
+  };
+}
+
+// PostgreSQL's checkpoints started since the last call (the server's
+// counters, so another database's load counts too).
+async function checkpointsSince(url: string): Promise<{ read(): Promise<string>; close(): Promise<void> }> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  const counts = async () =>
+    (await sql<{ timed: number; req: number }[]>`select checkpoints_timed::int as timed, checkpoints_req::int as req from pg_stat_bgwriter`)[0]!;
+  let last = await counts();
+  return {
+    async read() {
+      const now = await counts();
+      const words = `checkpoints started: ${now.timed - last.timed} timed, ${now.req - last.req} requested`;
+      last = now;
+      return words;
+    },
+    close: () => sql.end(),
+  };
 }
 
 interface Session {
@@ -184,7 +252,11 @@ async function engineRun(engine: string, jwks: { url: string; token: string }, m
       console.log(`… ${engine}: paced ${RATE}/s for ${SECONDS} s`);
       const before = await s.count.counts();
       const t0 = performance.now();
-      const p = await paced(url, RATE, SECONDS, "paced");
+      const loop = WINDOW_SECONDS ? await serviceLoop(service.url) : undefined;
+      const checkpoints = WINDOW_SECONDS && s.db ? await checkpointsSince(s.db.url) : undefined;
+      const during = loop && (async () => [await loop(), await checkpoints?.read()].filter(Boolean).join(", "));
+      const p = await paced(url, RATE, SECONDS, "paced", during);
+      await checkpoints?.close();
       const after = await s.count.counts();
       if (after.failed) throw new Error(`${after.failed} runs failed:\n${service.output}`);
       // Over the time until the last answer, which is past SECONDS when acks lag.
