@@ -98,7 +98,8 @@ export async function queueStats(sql: Sql): Promise<QueueStats[]> {
 }
 
 // The runs of an event, and of each of a page of events, newest first. Each
-// planned for its values at every call (./planned-each-time.ts): the seek is runs_event (event, tenant), and a plan made
+// planned for its values at every call (the main pool's plan cache mode,
+// ./open.ts): the seek is runs_event (event, tenant), and a plan made
 // without the values, or on the nearly empty table a new deployment starts
 // with, ties it with the tenant's prefix of runs_agent and walks every run
 // of the tenant (test/queue-cost.test.ts).

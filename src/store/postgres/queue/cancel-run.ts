@@ -1,6 +1,6 @@
 import type { RunRow } from "../../rows.js";
 import type { Sql } from "../open.js";
-import { PLANNED_EACH_TIME } from "../planned-each-time.js";
+import { PLANNED_EACH_TIME } from "./planned-each-time.js";
 import { toRow, type PgRun } from "./run-row.js";
 
 const CANCEL = `

@@ -1,5 +1,5 @@
 import type { Sql } from "../open.js";
-import { PLANNED_EACH_TIME } from "../planned-each-time.js";
+import { PLANNED_EACH_TIME } from "./planned-each-time.js";
 import { RUNNING } from "./held-run.js";
 
 const HEARTBEAT = `

@@ -1,6 +1,6 @@
 // Statements that find runs by id (a held run's heartbeat, step records and
 // finish, release; a cancel) are planned at each execution
-// (../planned-each-time.ts), not kept with the claim's plans for the
+// (./planned-each-time.ts), not kept with the claim's plans for the
 // connection's life (../open.ts): kept, a plan made on an empty table walked
 // runs_agent (the id its third column) for the heartbeat and the release,
 // and runs_event (the tenant its second) for the cancel, at each call once

@@ -2,7 +2,7 @@ import { groupCommit } from "../../group-commit.js";
 import type { RunRow } from "../../rows.js";
 import type { RunOutcome } from "../../store.js";
 import type { Sql } from "../open.js";
-import { PLANNED_EACH_TIME } from "../planned-each-time.js";
+import { PLANNED_EACH_TIME } from "./planned-each-time.js";
 import { RUNNING } from "./held-run.js";
 import type postgres from "postgres";
 
