@@ -169,7 +169,7 @@ describe("trigger filters under a budget", () => {
           post(evil.token, { event_type: "flood.worst", payload: HOSTILE_PAYLOAD }).then((r) => (answered.push(`flood ${r.status}`), r)),
         ),
       );
-      await waitFor("the flood's filter in a sandbox process", 60_000, async () => ((await placed("filter")) > placedBefore ? true : undefined));
+      await waitFor("the flood's filter in a sandbox process", PATIENCE_MS, async () => ((await placed("filter")) > placedBefore ? true : undefined));
       for (let i = 0; i < 20; i++) goods.push(await post(good.token, { event_type: "order.created", payload: { total: 250 } }));
       expect((await fetch(`${ctx.server.url}/healthz`)).status).toBe(200);
       // Those of the flood past its tenant's bytes in flight were refused;
