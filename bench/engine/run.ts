@@ -18,6 +18,7 @@
 //   graphile-worker: a Fastify process adding one job per POST (addJob) with
 //     its runner at the same concurrency, paced as agentplane is (BENCH_PEER=0
 //     leaves it out, for quick runs comparing agentplane with itself).
+// BENCH_WINDOW_SECONDS=N prints each N seconds of the paced phase as they end.
 // The generator's own CPU is printed with each paced phase. It reports; it
 // fails only when a request is refused or a run fails.
 import { execFile, spawn } from "node:child_process";
@@ -28,7 +29,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import Database from "better-sqlite3";
 import postgres from "postgres";
-import { positiveInt } from "../lib/env.js";
+import { nonNegativeInt, positiveInt } from "../lib/env.js";
 import { latencyPercentile, pacedLoad, type PacedWindow } from "../lib/paced.js";
 import { freshDatabase } from "../lib/postgres.js";
 import { describeHost, runBench } from "../lib/run.js";
@@ -49,7 +50,7 @@ const SWEEP_SECONDS = positiveInt("BENCH_SWEEP_SECONDS", 10);
 const BACKLOGS = (process.env.BENCH_BACKLOGS ?? "1000,50000").split(",").map(Number);
 const START_RATE = 200;
 const SOCKETS = positiveInt("BENCH_SOCKETS", 256);
-const WINDOW_SECONDS = Number(process.env.BENCH_WINDOW_SECONDS ?? 0);
+const WINDOW_SECONDS = nonNegativeInt("BENCH_WINDOW_SECONDS", 0);
 const DRAIN_MS = positiveInt("BENCH_DRAIN_SECONDS", 120) * 1000;
 // graphile-worker's concurrency; agentplane's is its own default.
 const PEER_CONCURRENCY = positiveInt("BENCH_PEER_CONCURRENCY", 32);
