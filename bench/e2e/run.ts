@@ -9,13 +9,10 @@
 // PostgreSQL also ingest alone on two `serve --role api` replicas on one
 // database, the load split evenly across them.
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { promisify } from "node:util";
 import autocannon, { type Result } from "autocannon";
 import { positiveInt } from "../lib/env.js";
-import { describeHost, runBench } from "../lib/run.js";
+import { describeHost, removeScratchDir, runBench, scratchDir } from "../lib/run.js";
 import { printTable } from "../lib/table.js";
 import { startTrivialMcp, type TrivialMcp } from "../lib/trivial-mcp.js";
 import { freshDatabase } from "../lib/postgres.js";
@@ -149,7 +146,7 @@ async function phase(
 }
 
 async function session(engine: string, variant: Variant, kind: string, mcp: TrivialMcp, jwks: { url: string; token: string }): Promise<PhaseResult[]> {
-  const dir = mkdtempSync(join(tmpdir(), "agentplane-bench-e2e-"));
+  const dir = scratchDir("agentplane-bench-e2e-");
   const db = engine === "postgres" ? await freshDatabase() : undefined;
   const services: Service[] = [];
   try {
@@ -197,7 +194,7 @@ async function session(engine: string, variant: Variant, kind: string, mcp: Triv
   } finally {
     for (const s of services) s.child.kill("SIGKILL");
     await db?.drop();
-    rmSync(dir, { recursive: true, force: true });
+    removeScratchDir(dir);
   }
 }
 

@@ -22,8 +22,6 @@
 // The generator's own CPU is printed with each paced phase. It reports; it
 // fails only when a request is refused or a run fails.
 import { execFile, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -32,7 +30,7 @@ import postgres from "postgres";
 import { nonNegativeInt, positiveInt } from "../lib/env.js";
 import { latencyPercentile, pacedLoad, type PacedWindow } from "../lib/paced.js";
 import { freshDatabase } from "../lib/postgres.js";
-import { describeHost, runBench } from "../lib/run.js";
+import { describeHost, ownChild, removeScratchDir, runBench, scratchDir } from "../lib/run.js";
 import { CLI, counter, drain, emptyPlan, freePort, Service, sleep, startJwks, SUBJECT, type Counter } from "../lib/serve.js";
 import { percentile } from "../lib/stats.js";
 import { printTable } from "../lib/table.js";
@@ -168,7 +166,7 @@ interface Session {
 }
 
 async function session(engine: string): Promise<Session> {
-  const dir = mkdtempSync(join(tmpdir(), "agentplane-bench-engine-"));
+  const dir = scratchDir("agentplane-bench-engine-");
   const db = engine === "postgres" ? await freshDatabase() : undefined;
   await exec(process.execPath, [CLI, "tenant", "create", "bench", "--admin", SUBJECT], {
     env: { PATH: process.env.PATH ?? "", AGENTPLANE_DATA_DIR: dir, ...(db && { AGENTPLANE_DATABASE_URL: db.url }) },
@@ -184,7 +182,7 @@ async function session(engine: string): Promise<Session> {
     async close() {
       await count?.close();
       await db?.drop();
-      rmSync(dir, { recursive: true, force: true });
+      removeScratchDir(dir);
     },
   };
 }
@@ -326,7 +324,7 @@ async function peer(): Promise<PeerResult> {
   const db = await freshDatabase();
   const port = await freePort();
   const localQueue = PEER_CONCURRENCY * 2;
-  const child = spawn(process.execPath, [PEER], {
+  const child = ownChild(spawn(process.execPath, [PEER], {
     env: {
       PATH: process.env.PATH ?? "",
       PEER_DATABASE_URL: db.url,
@@ -336,7 +334,7 @@ async function peer(): Promise<PeerResult> {
       PEER_COMPLETE_BATCH_MS: "0",
     },
     stdio: ["ignore", "pipe", "inherit"],
-  });
+  }));
   try {
     await new Promise<void>((resolve, reject) => {
       child.stdout!.on("data", (c: Buffer) => c.toString().includes("ready") && resolve());

@@ -26,14 +26,12 @@
 // events start, one of them a 5.4 KB constant. The service must live through
 // it, quiet's p99 stay under 100 ms and /healthz under one second.
 import { execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { readFileSync } from "node:fs";
 import { promisify } from "node:util";
 import autocannon, { type Result } from "autocannon";
 import { positiveInt } from "../lib/env.js";
 import { latencyPercentile, pacedLoad, type PacedWindow } from "../lib/paced.js";
-import { describeHost, runBench } from "../lib/run.js";
+import { describeHost, removeScratchDir, runBench, scratchDir } from "../lib/run.js";
 import { CLI, emptyPlan, freePort, Service, startJwks, SUBJECT } from "../lib/serve.js";
 import { printTable } from "../lib/table.js";
 import { startTrivialMcp } from "../lib/trivial-mcp.js";
@@ -249,7 +247,7 @@ function rssMb(pid: number): number {
 
 async function main(): Promise<void> {
   const seconds = positiveInt("BENCH_DURATION", 10);
-  const dir = mkdtempSync(join(tmpdir(), "agentplane-bench-"));
+  const dir = scratchDir("agentplane-bench-");
   const { service, mcp, call, close } = await start(dir);
   const url = service.url;
   let exited = false;
@@ -351,7 +349,7 @@ async function main(): Promise<void> {
     if (flood.statusCodeStats["500"] || amp.statusCodeStats["500"]) throw new Error("the server answered 500 under the flood");
   } finally {
     await close();
-    rmSync(dir, { recursive: true, force: true });
+    removeScratchDir(dir);
   }
 }
 

@@ -11,6 +11,7 @@ import { fork, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { nonNegativeInt, positiveInt } from "./env.js";
 import type { PacedTarget, StepRequest, StepResult } from "./paced-process.js";
+import { ownChild } from "./run.js";
 import { sleep } from "./serve.js";
 import { mean } from "./stats.js";
 import { printTable } from "./table.js";
@@ -71,7 +72,7 @@ export class PacedGenerator {
   private constructor(private readonly child: ChildProcess) {}
 
   static async start(target: PacedTarget, env?: Record<string, string>): Promise<PacedGenerator> {
-    const child = fork(CHILD, [], { env: { ...process.env, ...env }, stdio: ["ignore", "inherit", "inherit", "ipc"] });
+    const child = ownChild(fork(CHILD, [], { env: { ...process.env, ...env }, stdio: ["ignore", "inherit", "inherit", "ipc"] }));
     // A failed send is reported to its caller (below); without a listener
     // the channel's own error would end this process before any clean-up.
     child.on("error", () => undefined);

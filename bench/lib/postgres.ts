@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import postgres from "postgres";
-import { undoIfInterrupted } from "./run.js";
+import { undoBeforeExit } from "./run.js";
 
 // The server the benches use; each session gets a database of its own.
 const ADMIN_URL = process.env.AGENTPLANE_BENCH_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
@@ -19,7 +19,7 @@ export async function freshDatabase(): Promise<{ url: string; drop(): Promise<vo
     await admin.unsafe(`drop database if exists ${name} with (force)`);
     await admin.end();
   };
-  const dropped = undoIfInterrupted(drop);
+  const dropped = undoBeforeExit(drop);
   return {
     url: url.toString(),
     async drop() {

@@ -9,6 +9,7 @@ import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import postgres from "postgres";
+import { ownChild } from "./run.js";
 
 export const CLI = fileURLToPath(new URL("../../bin/agentplane.js", import.meta.url));
 export const ISSUER = "https://idp.bench.test";
@@ -66,7 +67,7 @@ export class Service {
     this.url = `http://127.0.0.1:${port}`;
     // e.g. BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" to see where the service's threads spend their time.
     const args = [...nodeArgs, ...(process.env.BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean)];
-    this.child = spawn(process.execPath, [...args, CLI, "serve"], {
+    this.child = ownChild(spawn(process.execPath, [...args, CLI, "serve"], {
       env: {
         PATH: process.env.PATH ?? "",
         AGENTPLANE_DATA_DIR: dir,
@@ -88,7 +89,7 @@ export class Service {
         ...(JSON.parse(process.env.BENCH_SERVICE_ENV ?? "{}") as Record<string, string>),
       },
       stdio: ["ignore", "pipe", "pipe"],
-    });
+    }));
     const keep = (chunk: Buffer) => {
       this.output = (this.output + chunk.toString("utf8")).slice(-20_000);
     };

@@ -11,8 +11,6 @@
 // unauthenticated". It reports; it does not fail on a missed target nor on a
 // failed step, only on a failed preflight or warm-up or a dead generator.
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { SignJWT, createLocalJWKSet, exportJWK, generateKeyPair } from "jose";
@@ -39,7 +37,7 @@ import {
   type CapacitySummary,
   type CapacityTarget,
 } from "../lib/capacity.js";
-import { describeHost, runBench } from "../lib/run.js";
+import { describeHost, removeScratchDir, runBench, scratchDir } from "../lib/run.js";
 
 const ISSUER = "https://bench.agentplane.invalid";
 const AUDIENCE = "agentplane-bench";
@@ -64,7 +62,7 @@ interface BenchServer {
 // Starts agentplane the way production does (every surface, SQLite store with
 // its default synchronous=FULL, silent logger) on a loopback port.
 async function startServer(name: string, authenticator: Authenticator): Promise<BenchServer> {
-  const dir = mkdtempSync(join(tmpdir(), "agentplane-bench-"));
+  const dir = scratchDir("agentplane-bench-");
   let store: Store | undefined;
   let app: App | undefined;
   try {
@@ -87,13 +85,13 @@ async function startServer(name: string, authenticator: Authenticator): Promise<
       async close() {
         await opened.app.server.close();
         await opened.store.close();
-        rmSync(dir, { recursive: true, force: true });
+        removeScratchDir(dir);
       },
     };
   } catch (err) {
     await app?.server.close().catch(() => undefined);
     await store?.close().catch(() => undefined);
-    rmSync(dir, { recursive: true, force: true });
+    removeScratchDir(dir);
     throw err;
   }
 }

@@ -11,14 +11,13 @@
 // bench exits 1 on a lost acknowledged event, a dead process or thread, or a
 // run that never finishes; the timings are reported, not enforced.
 import { spawn, execFile, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import postgres from "postgres";
 import { positiveInt } from "../lib/env.js";
 import { startPrivatePostgres, type PrivatePostgres } from "../lib/private-postgres.js";
-import { describeHost, runBench } from "../lib/run.js";
+import { describeHost, ownChild, removeScratchDir, runBench, scratchDir } from "../lib/run.js";
 import { printTable } from "../lib/table.js";
 import { AUDIENCE, CLI, freePort, ISSUER, platformCall, sleep, startJwks, SUBJECT } from "../lib/serve.js";
 import { startTrivialMcp } from "../lib/trivial-mcp.js";
@@ -42,7 +41,7 @@ class Replica {
 
   constructor(port: number, jwksUrl: string, databaseUrl: string) {
     this.url = `http://127.0.0.1:${port}`;
-    this.child = spawn(process.execPath, [CLI, "serve"], {
+    this.child = ownChild(spawn(process.execPath, [CLI, "serve"], {
       env: {
         PATH: process.env.PATH ?? "",
         AGENTPLANE_DATABASE_URL: databaseUrl,
@@ -61,7 +60,7 @@ class Replica {
         AGENTPLANE_QUOTA_QUEUED_RUNS: "100000000",
       },
       stdio: ["ignore", "pipe", "pipe"],
-    });
+    }));
     const keep = (chunk: Buffer) => {
       this.output += chunk.toString("utf8");
     };
@@ -248,7 +247,7 @@ async function main(): Promise<void> {
   const cluster = await startPrivatePostgres();
   const jwks = await startJwks();
   const mcp = await startTrivialMcp();
-  const dir = mkdtempSync(join(tmpdir(), "agentplane-bench-outage-"));
+  const dir = scratchDir("agentplane-bench-outage-");
   const replicas: Replica[] = [];
   const sql = postgres(cluster.url, { max: 1, onnotice: () => {} });
   let failed = false;
@@ -306,7 +305,7 @@ async function main(): Promise<void> {
     await mcp.close();
     jwks.close();
     await cluster.destroy();
-    rmSync(dir, { recursive: true, force: true });
+    removeScratchDir(dir);
   }
   // BENCH_LOG_DIR=dir keeps each replica's whole log there.
   const logDir = process.env.BENCH_LOG_DIR;

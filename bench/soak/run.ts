@@ -6,15 +6,14 @@
 // last third of the run is at most a bound above its peak over the middle
 // third. Writes the samples (CSV) and a plot (SVG) of them.
 import { execFile, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { nonNegativeInt, positiveInt } from "../lib/env.js";
 import { latencyPercentile, pacedLoad } from "../lib/paced.js";
 import { freshDatabase } from "../lib/postgres.js";
-import { describeHost, runBench } from "../lib/run.js";
+import { describeHost, ownChild, removeScratchDir, runBench, scratchDir } from "../lib/run.js";
 import { CLI, counter, drain, emptyPlan, freePort, Service, sleep, startJwks, SUBJECT } from "../lib/serve.js";
 import { slope } from "../lib/stats.js";
 import { lineChart, type Series } from "../lib/svg-plot.js";
@@ -97,7 +96,7 @@ async function startMcp(): Promise<McpServerProcess> {
     return { url: trivial.url, pid: process.pid, tool: { name: "ok", arguments: "" }, stop: () => trivial.close() };
   }
   const port = await freePort();
-  const child = spawn(process.execPath, [HELLO_MCP, String(port)], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] });
+  const child = ownChild(spawn(process.execPath, [HELLO_MCP, String(port)], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] }));
   await new Promise<void>((resolve, reject) => {
     child.stdout!.once("data", () => resolve());
     child.once("exit", (code) => reject(new Error(`hello-mcp exited with ${code}`)));
@@ -135,7 +134,7 @@ async function main(): Promise<void> {
   const seconds = MINUTES * 60;
   console.log(`soak (${ENGINE}, runs: ${RUNS === "step" ? `one tool call on ${MCP === "hello" ? "hello-mcp" : "the trivial MCP server"}` : "empty plans"}): ${RATE} events/s for ${MINUTES} min, open loop, sampled every ${SAMPLE_SECONDS} s`);
   console.log(describeHost());
-  const dir = mkdtempSync(join(tmpdir(), "agentplane-bench-soak-"));
+  const dir = scratchDir("agentplane-bench-soak-");
   mkdirSync(OUT, { recursive: true });
   const heapDir = join(dir, "heaps");
   mkdirSync(heapDir);
@@ -262,7 +261,7 @@ async function main(): Promise<void> {
     await mcp.stop();
     jwks.close();
     await db?.drop();
-    rmSync(dir, { recursive: true, force: true });
+    removeScratchDir(dir);
   }
 }
 

@@ -47,7 +47,7 @@
 // failed preflight, warm-up or database check.
 import { spawn } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import type { IncomingMessage, Server } from "node:http";
 import { tmpdir } from "node:os";
 import { createRequire } from "node:module";
@@ -89,7 +89,7 @@ import {
 } from "../lib/capacity.js";
 import { positiveInt } from "../lib/env.js";
 import { BENCH_POSTGRES_HOST, freshDatabase } from "../lib/postgres.js";
-import { describeHost, runBench } from "../lib/run.js";
+import { describeHost, ownChild, removeScratchDir, runBench, scratchDir } from "../lib/run.js";
 
 const TENANT = "bench";
 // Signs each request of the `signed` mode (compiled next to this file).
@@ -202,17 +202,6 @@ async function listen(server: FastifyInstance): Promise<string> {
   return `http://127.0.0.1:${address.port}`;
 }
 
-// Temporary directories still to remove, so an interrupt cleans up too.
-const tempDirs = new Set<string>();
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), "agentplane-bench-"));
-  tempDirs.add(dir);
-  return dir;
-}
-function removeDir(dir: string): void {
-  rmSync(dir, { recursive: true, force: true });
-  tempDirs.delete(dir);
-}
 
 const JSON_HEADERS = { "content-type": "application/json" };
 
@@ -238,7 +227,7 @@ async function startBare(): Promise<Target> {
 // (b) One autocommitted insert per request: the durable-write floor without
 // batching (one WAL fsync per request under synchronous=FULL).
 async function startSqliteInsert(): Promise<Target> {
-  const dir = tempDir();
+  const dir = scratchDir("agentplane-bench-");
   const db = new Database(join(dir, "baseline.db"));
   const server = Fastify({ logger: false });
   try {
@@ -262,13 +251,13 @@ async function startSqliteInsert(): Promise<Target> {
       async close() {
         await server.close();
         db.close();
-        removeDir(dir);
+        removeScratchDir(dir);
       },
     };
   } catch (err) {
     await server.close().catch(() => undefined);
     db.close();
-    removeDir(dir);
+    removeScratchDir(dir);
     throw err;
   }
 }
@@ -316,7 +305,7 @@ async function startAgentplane(
   engine: Engine = "sqlite",
 ): Promise<AgentplaneTarget> {
   if (engine === "postgres" && (triggers !== undefined || groupCommit)) throw new Error("on PostgreSQL only the tenants mode runs");
-  const dir = tempDir();
+  const dir = scratchDir("agentplane-bench-");
   const dbPath = join(dir, "agentplane.db");
   let database: Awaited<ReturnType<typeof freshDatabase>> | undefined;
   let store: Store | undefined;
@@ -379,14 +368,14 @@ async function startAgentplane(
         await opened.app.stop(0);
         await opened.store.close();
         await opened.database?.drop();
-        removeDir(dir);
+        removeScratchDir(dir);
       },
     };
   } catch (err) {
     await app?.stop(0).catch(() => undefined);
     await store?.close().catch(() => undefined);
     await database?.drop().catch(() => undefined);
-    removeDir(dir);
+    removeScratchDir(dir);
     throw err;
   }
 }
@@ -801,8 +790,7 @@ async function startOtlpSink(): Promise<{ url: string; stats(): Promise<{ export
       req.on("end", () => { exports++; res.writeHead(200, { "content-type": "application/x-protobuf" }).end(); });
     });
     server.listen(0, "127.0.0.1", () => process.stdout.write(String(server.address().port) + "\\n"));`;
-  const child = spawn(process.execPath, ["-e", program], { stdio: ["ignore", "pipe", "inherit"] });
-  process.once("exit", () => child.kill());
+  const child = ownChild(spawn(process.execPath, ["-e", program], { stdio: ["ignore", "pipe", "inherit"] }));
   const port = await new Promise<string>((resolve, reject) => {
     child.stdout.once("data", (d: Buffer) => resolve(d.toString().trim()));
     child.once("exit", (code) => reject(new Error(`the OTLP sink exited (${code})`)));
@@ -930,11 +918,5 @@ async function main(): Promise<void> {
     for (const t of targets.reverse()) await t.close();
   }
 }
-
-// Whatever ends the process (an interrupt, a closed stdout, an uncaught
-// error) still removes the temporary databases.
-process.on("exit", () => {
-  for (const dir of [...tempDirs]) removeDir(dir);
-});
 
 runBench(main);
