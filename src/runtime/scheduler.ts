@@ -82,7 +82,7 @@ export class Scheduler {
     for (const trigger of await this.#o.store.scheduleTriggers()) {
       const cron = new Cron(trigger.cron!, { paused: true, timezone: trigger.timezone ?? undefined });
       const due = cron.previousRuns(1, new Date(now + 1))[0]?.getTime();
-      const last = (await this.#o.store.lastSlot(trigger.id)) ?? trigger.createTime;
+      const last = trigger.lastSlot ?? trigger.createTime;
       if (due !== undefined && due > last && (await this.#fire(trigger, due, now))) {
         fired++;
         const missed = missedBetween(cron, last, due);

@@ -202,10 +202,15 @@ export interface RunQueue {
   insertMany(rows: RunInsert[], maxQueued?: number): Promise<boolean>;
 }
 
+// A schedule trigger with the time of its latest slot, fired or skipped
+// (none yet: absent).
+export type ScheduledTrigger = TriggerRow & { lastSlot?: number };
+
 export interface ScheduleStore {
-  // Enabled schedule triggers of enabled agents, across tenants.
-  scheduleTriggers(): Promise<TriggerRow[]>;
-  lastSlot(triggerId: string): Promise<number | undefined>;
+  // Enabled schedule triggers of enabled agents, across tenants, each with
+  // its latest slot: one read a tick, whatever the number of triggers, and
+  // one that other kinds of trigger do not make dearer.
+  scheduleTriggers(): Promise<ScheduledTrigger[]>;
   // Records the slot and queues its run in one transaction: "taken" when the
   // slot already fired; "over_quota" when the tenant already has `maxQueued`
   // queued runs, in which case the slot is recorded without a run (skipped).

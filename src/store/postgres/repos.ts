@@ -23,6 +23,8 @@ const quote = (name: string) => `"${name.replace(/"/g, '""')}"`;
 // no mapping.
 export interface TableReader {
   table: string;
+  // The table's columns, each named as its row's key.
+  columns: string;
   select: string;
   column(key: string): PgColumn | undefined;
   col(column: PgColumn): string;
@@ -36,6 +38,7 @@ export function tableReader(table: PgTable): TableReader {
   const columns = entries.map(([key, c]) => `${name}.${quote(c.name)}${c.name === key ? "" : ` as ${quote(key)}`}`);
   return {
     table: name,
+    columns: columns.join(", "),
     select: `select ${columns.join(", ")} from ${name}`,
     column: (key) => byKey.get(key),
     col: (c) => `${name}.${quote(c.name)}`,

@@ -4,19 +4,20 @@ import type { Sql } from "./open.js";
 import { tableReader } from "./repos.js";
 import { holdQueuedCounts, queueRuns } from "./runs.js";
 import * as schema from "./schema.js";
+import { withLastSlot } from "../scheduled-trigger.js";
 import type { ScheduleStore } from "../store.js";
 
 export function createPgScheduleStore(sql: Sql): ScheduleStore {
   const t = tableReader(schema.triggers);
-  const triggers = `${t.select} join agents a on a.id = ${t.col(schema.triggers.agentId)}
+  // By triggers_schedule, whose condition `kind = 'schedule'` implies; each
+  // latest slot from the end of the slots' primary key.
+  const triggers = `select ${t.columns},
+      (select max(s.slot_time) from schedule_slots s where s.trigger_id = ${t.col(schema.triggers.id)}) as "lastSlot"
+    from ${t.table} join agents a on a.id = ${t.col(schema.triggers.agentId)}
     where ${t.col(schema.triggers.kind)} = 'schedule' and ${t.col(schema.triggers.enabled)} and a.enabled`;
   return {
-    scheduleTriggers: () => pg(async () => [...(await sql.unsafe<TriggerRow[]>(triggers, [], { prepare: true }))]),
-    lastSlot: (triggerId) =>
-      pg(async () => {
-        const [row] = await sql<[{ t: number | null }]>`select max(slot_time) as t from schedule_slots where trigger_id = ${triggerId}`;
-        return row.t ?? undefined;
-      }),
+    scheduleTriggers: () =>
+      pg(async () => (await sql.unsafe<(TriggerRow & { lastSlot: number | null })[]>(triggers, [], { prepare: true })).map(withLastSlot)),
     // The slot's primary key decides which replica fires it: the insert that
     // stored nothing lost. The quota is counted holding the tenant's count.
     fireSlot: (triggerId, slotTime, run: RunInsert, maxQueued = Infinity) =>

@@ -149,6 +149,9 @@ export const triggers = pgTable(
     index("triggers_tenant").on(t.tenantId, t.id),
     index("triggers_agent").on(t.tenantId, t.agentId),
     index("triggers_match").on(t.tenantId, t.kind, t.sourceId),
+    // The scheduler's read of every tenant's schedule triggers: without it,
+    // a scan of every webhook trigger of every tenant at each tick.
+    index("triggers_schedule").on(t.id).where(sql`kind = 'schedule'`),
   ],
 );
 

@@ -1,0 +1,1 @@
+CREATE INDEX "triggers_schedule" ON "triggers" USING btree ("id") WHERE kind = 'schedule';
