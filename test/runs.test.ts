@@ -540,6 +540,37 @@ describe("runs", () => {
         { slot_time: latest, run_id: listed[0]!.id },
       ]);
     });
+
+    // A scheduler keeps each trigger's parsed cron and next slot between
+    // ticks; a trigger changed meanwhile fires by its new schedule only.
+    it("fires a schedule changed since the last tick by its new cron and timezone, not the one it had planned", async () => {
+      const agentId = await t.createAgent("changing");
+      const created = await t.call("CreateTrigger", { trigger: { agentId, schedule: { cron: "0 0 1 1 *", timezone: "UTC" } } });
+      expect(created.status).toBe(200);
+      const triggerId = (created.body.trigger as Json).id as string;
+      const conn = new Database(join(t.server.dir, "agentplane.db"), { readonly: true });
+      const { create_time: createTime } = conn.prepare("select create_time from triggers where id = ?").get(triggerId) as { create_time: number };
+      conn.close();
+      const scheduler = new Scheduler({ store: t.server.store.schedules, log: silent });
+      const fired = async () => (((await t.call("ListRuns", { triggerId })).body.runs as Json[] | undefined) ?? []).map((r) => (r.input as Json).scheduled_time);
+      const at = (ms: number) => new Date(ms).toISOString();
+
+      // Planned yearly; then every five minutes, fired at its first slot.
+      await scheduler.tick(createTime + 1);
+      expect((await t.call("UpdateTrigger", { trigger: { id: triggerId, schedule: { cron: "*/5 * * * *", timezone: "UTC" } } })).status).toBe(200);
+      const five = new Cron("*/5 * * * *", { paused: true, timezone: "UTC" }).nextRun(new Date(createTime))!.getTime();
+      await scheduler.tick(five);
+      expect(await fired()).toEqual([at(five)]);
+
+      // Then hourly in India (UTC+5:30): a run at the hour there, and none
+      // five minutes later, a slot of the schedule before.
+      expect((await t.call("UpdateTrigger", { trigger: { id: triggerId, schedule: { cron: "0 * * * *", timezone: "Asia/Kolkata" } } })).status).toBe(200);
+      const hour = new Cron("0 * * * *", { paused: true, timezone: "Asia/Kolkata" }).nextRun(new Date(five))!.getTime();
+      await scheduler.tick(hour);
+      expect(await fired()).toEqual([at(hour), at(five)]);
+      await scheduler.tick(hour + 300_000);
+      expect(await fired()).toEqual([at(hour), at(five)]);
+    });
   });
 
   describe("event replay (no worker)", () => {
