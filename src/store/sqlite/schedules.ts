@@ -6,15 +6,15 @@ import type { ScheduleStore } from "../store.js";
 import { withLastSlot } from "../scheduled-trigger.js";
 
 export function createSqliteScheduleStore(raw: Database.Database): ScheduleStore {
-  // Pinned to triggers_schedule: SQLite's planner, without statistics,
-  // would rather scan every trigger of every tenant. Each latest slot from
-  // the end of the slots' primary key.
+  // By triggers_schedule, whose condition `kind = 'schedule'` implies (its
+  // cost: test/queue-cost.test.ts); each latest slot from the end of the
+  // slots' primary key.
   const triggers = raw.prepare<[], TriggerRow & { lastSlot: number | null }>(
     `select t.id, t.tenant_id as tenantId, t.agent_id as agentId, t.enabled, t.kind, t.source_id as sourceId,
        t.event_type_pattern as eventTypePattern, t.filter, t.cron, t.timezone, t.filter_error as filterError,
        t.filter_error_time as filterErrorTime, t.create_time as createTime, t.update_time as updateTime,
        (select max(s.slot_time) from schedule_slots s where s.trigger_id = t.id) as lastSlot
-     from triggers t indexed by triggers_schedule join agents a on a.id = t.agent_id
+     from triggers t join agents a on a.id = t.agent_id
      where t.kind = 'schedule' and t.enabled = 1 and a.enabled = 1`,
   );
   const slot = raw.prepare(`insert into schedule_slots (trigger_id, slot_time, run_id) values (?, ?, ?) on conflict do nothing`);
