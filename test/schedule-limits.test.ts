@@ -1,11 +1,14 @@
 // Schedules a tenant cannot turn into a flood (issue 19 item 8): a cron
 // that fires more often than the minimum interval (a minute unless
 // configured) is refused, and a slot skipped at the queued-runs quota warns
-// once a minute per trigger, not once per slot.
+// once a minute per trigger, not once per slot. Nor can a tenant that keeps
+// changing its triggers make the scheduler read every tenant's schedules
+// back to back.
 import { Writable } from "node:stream";
 import pino from "pino";
 import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { Scheduler } from "../src/runtime/scheduler.js";
+import type { CachedTable, ScheduleStore } from "../src/store/store.js";
 import { devIssuer, devToken } from "./support/dev-auth.js";
 import { PLACEHOLDER_MODEL } from "./support/agents.js";
 import { bearer, connectCall, connectMust, startServer, type TestServer, type TestServerOptions } from "./support/server.js";
@@ -87,6 +90,51 @@ describe("a schedule at the queued-runs quota", () => {
       ]);
     } finally {
       await s.close();
+    }
+  });
+});
+
+describe("a scheduler told of changes", () => {
+  // Each tick reads every tenant's schedule triggers. The scheduler's clock
+  // is the test's; each change is signalled once the tick before it ended.
+  it("ticks on a change at once, then at most once per gap however many changes follow", async () => {
+    let now = 1_000_000;
+    let reads = 0;
+    let signal: (table: CachedTable) => void = () => {};
+    const store: ScheduleStore = {
+      scheduleTriggers: async () => (reads++, []),
+      fireSlot: async () => "taken",
+    };
+    const scheduler = new Scheduler({
+      store,
+      log: pino({ level: "silent" }),
+      now: () => now,
+      signalGapMs: 60_000,
+      signals: { onChanged: (listener) => ((signal = listener), () => {}) },
+    });
+    // A tick's continuations have run once the next macrotask does.
+    const settled = () => new Promise((resolve) => setImmediate(resolve));
+    try {
+      scheduler.start();
+      await settled();
+      expect(reads).toBe(1);
+      // Within the gap: none of a hundred changes starts a tick.
+      for (let i = 0; i < 100; i++) {
+        now += 100;
+        signal("triggers");
+        await settled();
+      }
+      expect(reads).toBe(1);
+      // Past it, the next change ticks at once; a source's change never does.
+      now += 60_000;
+      signal("webhook_sources");
+      await settled();
+      expect(reads).toBe(1);
+      signal("agents");
+      await settled();
+      expect(reads).toBe(2);
+    } finally {
+      scheduler.stop();
     }
   });
 });

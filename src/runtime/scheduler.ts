@@ -16,6 +16,10 @@ export interface SchedulerOptions {
   onRunsQueued?: () => void;
   // How often trigger changes are picked up without a signal, at most.
   refreshMs?: number;
+  // How soon after a tick's start a change signal may start another (a
+  // tick reads every tenant's schedule triggers): one tenant changing its
+  // agents or triggers without pause costs that read this often at most.
+  signalGapMs?: number;
   now?: () => number;
   // A slot of a tenant that already has this many queued runs is skipped.
   maxQueuedRuns?: number;
@@ -58,6 +62,9 @@ function missedBetween(cron: Cron, last: number, due: number): number {
 export class Scheduler {
   readonly #o: Required<Omit<SchedulerOptions, "signals">> & Pick<SchedulerOptions, "signals">;
   #timer?: NodeJS.Timeout;
+  // When the timer will tick, and when the last tick started (now()).
+  #timerAt = Infinity;
+  #lastStart = -Infinity;
   #stopped = true;
   #ticking = false;
   #again = false;
@@ -70,7 +77,7 @@ export class Scheduler {
   #plans = new Map<string, Plan>();
 
   constructor(options: SchedulerOptions) {
-    this.#o = { refreshMs: 30_000, now: Date.now, onRunsQueued: () => {}, maxQueuedRuns: Infinity, observer: NO_OBSERVER, ...options };
+    this.#o = { refreshMs: 30_000, signalGapMs: 1000, now: Date.now, onRunsQueued: () => {}, maxQueuedRuns: Infinity, observer: NO_OBSERVER, ...options };
     this.#skippedWarnings = new LogThrottle(SKIPPED_WARNING_WINDOW_MS, 10_000, () => this.#o.now());
     this.#failures = new FailureStreak(this.#o.log, "scheduler tick", 100, 2000);
   }
@@ -78,7 +85,7 @@ export class Scheduler {
   start(): void {
     this.#stopped = false;
     this.#unsubscribe = this.#o.signals?.onChanged((table) => {
-      if (table !== "webhook_sources") void this.#loop();
+      if (table !== "webhook_sources") this.#changed();
     });
     void this.#loop();
   }
@@ -155,16 +162,34 @@ export class Scheduler {
     return outcome === "fired";
   }
 
-  // Ticks now, or right after the tick under way (a change signalled during a
-  // tick may not be in the triggers it read).
-  async #loop(): Promise<void> {
+  // A change signalled: a tick now, or once the gap since the last one's
+  // start has passed; after the tick under way if one is (what changed
+  // may not be in the triggers it read).
+  #changed(): void {
     if (this.#stopped) return;
     if (this.#ticking) {
       this.#again = true;
       return;
     }
+    const now = this.#o.now();
+    const at = this.#lastStart + this.#o.signalGapMs;
+    if (now >= at) return void this.#loop();
+    if (this.#timerAt <= at) return;
+    this.#wake(at - now);
+  }
+
+  #wake(wait: number): void {
+    clearTimeout(this.#timer);
+    this.#timerAt = this.#o.now() + wait;
+    this.#timer = setTimeout(() => void this.#loop(), wait);
+  }
+
+  async #loop(): Promise<void> {
+    if (this.#stopped || this.#ticking) return;
     this.#ticking = true;
     clearTimeout(this.#timer);
+    this.#timerAt = Infinity;
+    this.#lastStart = this.#o.now();
     let wait = this.#o.refreshMs;
     try {
       const { next } = await this.tick();
@@ -176,8 +201,8 @@ export class Scheduler {
     this.#ticking = false;
     if (this.#again) {
       this.#again = false;
-      wait = 0;
+      wait = Math.min(wait, Math.max(0, this.#lastStart + this.#o.signalGapMs - this.#o.now()));
     }
-    if (!this.#stopped) this.#timer = setTimeout(() => void this.#loop(), wait);
+    if (!this.#stopped) this.#wake(wait);
   }
 }
