@@ -64,8 +64,8 @@ process.once("exit", () => {
 });
 
 async function stopChild(child: ChildProcess): Promise<void> {
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   if (!children.has(child)) return;
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   child.kill("SIGTERM");
   const timer = setTimeout(() => child.kill("SIGKILL"), CHILD_STOP_MS);
   await exited;

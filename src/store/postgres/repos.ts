@@ -35,11 +35,11 @@ export function tableReader(table: PgTable): TableReader {
   const entries = Object.entries(getTableColumns(table));
   const name = quote(getTableName(table));
   const byKey = new Map(entries);
-  const columns = entries.map(([key, c]) => `${name}.${quote(c.name)}${c.name === key ? "" : ` as ${quote(key)}`}`);
+  const list = entries.map(([key, c]) => `${name}.${quote(c.name)}${c.name === key ? "" : ` as ${quote(key)}`}`).join(", ");
   return {
     table: name,
-    columns: columns.join(", "),
-    select: `select ${columns.join(", ")} from ${name}`,
+    columns: list,
+    select: `select ${list} from ${name}`,
     column: (key) => byKey.get(key),
     col: (c) => `${name}.${quote(c.name)}`,
     position: (c) => entries.findIndex(([, e]) => e === c) + 1,
