@@ -240,12 +240,14 @@ describe.each(["sqlite", "postgres"] as const)("on %s", (engine) => {
     });
 
     it.each([
-      ["a JSON body", false],
-      ["an SSE stream", true],
-    ])("a skill answering 50 MB as %s fails the step with skill_response_too_large after one read, memory bounded", async (_, sse) => {
-      const server = sse ? await startHostileMcp({ sse }) : hostile;
-      afterCleanup = sse ? () => server.close() : undefined;
-      const skillId = sse ? (((await must("CreateSkill", { skill: { name: "big-sse", mcpUrl: server.url } })).skill as Json).id as string) : bigSkill;
+      ["a JSON body", undefined],
+      ["an SSE stream", { sse: true, gzip: false }],
+      // 50 KB on the wire: the limit counts the bytes as decoded.
+      ["a gzip-encoded JSON body", { sse: false, gzip: true }],
+    ])("a skill answering 50 MB as %s fails the step with skill_response_too_large after one read, memory bounded", async (_, own) => {
+      const server = own ? await startHostileMcp(own) : hostile;
+      afterCleanup = own ? () => server.close() : undefined;
+      const skillId = own ? (((await must("CreateSkill", { skill: { name: own.sse ? "big-sse" : "big-gzip", mcpUrl: server.url } })).skill as Json).id as string) : bigSkill;
       const before = server.toolCalls();
       const call = async () => {
         const id = await startPlan([{ skillId, tool: "big", arguments: '{"bytes": 50000000}' }]);

@@ -5,6 +5,8 @@
 // few chunks, and what the app holds is the app's own doing. Counts the
 // tools/call requests it got, to tell a retried call from one try.
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { Writable } from "node:stream";
+import { createGzip } from "node:zlib";
 import { listenOnLoopback } from "./listen.js";
 
 export interface HostileMcp {
@@ -24,31 +26,41 @@ async function readJson(req: IncomingMessage): Promise<{ id?: unknown; method?: 
 const answer = (res: ServerResponse, id: unknown, result: unknown) =>
   res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id, result }));
 
-// The socket took what was written, or the client went away.
-const drained = (res: ServerResponse) =>
+// The socket (through `out`) took what was written, or the client went away.
+const drained = (out: Writable, res: ServerResponse) =>
   new Promise<void>((resolve) => {
     const done = () => {
-      res.off("drain", done).off("close", done);
+      out.off("drain", done);
+      res.off("close", done);
       resolve();
     };
-    res.on("drain", done).on("close", done);
+    out.on("drain", done);
+    res.on("close", done);
   });
 
 // `{"text": "x…"}` of `bytes` characters, as structured content and text.
-// As an SSE stream (`sse`), the answer is one event's data.
-async function big(res: ServerResponse, id: unknown, bytes: number, sse: boolean): Promise<void> {
-  res.writeHead(200, { "content-type": sse ? "text/event-stream" : "application/json" });
+// As an SSE stream (`sse`), the answer is one event's data; `gzip`: the
+// answer gzip-encoded whatever the client accepts (50 MB of it is 50 KB sent).
+async function big(res: ServerResponse, id: unknown, bytes: number, sse: boolean, gzip: boolean): Promise<void> {
+  res.writeHead(200, { "content-type": sse ? "text/event-stream" : "application/json", ...(gzip && { "content-encoding": "gzip" }) });
+  const out: Writable = gzip ? createGzip() : res;
+  if (gzip) out.pipe(res);
   const head = `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":{"structuredContent":{"text":"`;
-  res.write(sse ? `event: message\ndata: ${head}` : head);
+  out.write(sse ? `event: message\ndata: ${head}` : head);
   for (let left = bytes; left > 0 && !res.destroyed; left -= CHUNK.length) {
-    if (!res.write(left >= CHUNK.length ? CHUNK : CHUNK.slice(0, left))) await drained(res);
+    if (!out.write(left >= CHUNK.length ? CHUNK : CHUNK.slice(0, left))) await drained(out, res);
   }
-  if (!res.destroyed) res.end(`"},"content":[{"type":"text","text":"(structured)"}]}}${sse ? "\n\n" : ""}`);
+  if (!res.destroyed) out.end(`"},"content":[{"type":"text","text":"(structured)"}]}}${sse ? "\n\n" : ""}`);
 }
 
 // `description`: the tool's, as tools/list gives it (any text a server may
-// send); `sse`: tool results as an SSE stream rather than a JSON body.
-export async function startHostileMcp({ description = "Answers as many bytes as asked for.", sse = false }: { description?: string; sse?: boolean } = {}): Promise<HostileMcp> {
+// send); `sse`: tool results as an SSE stream rather than a JSON body;
+// `gzip`: tool results gzip-encoded.
+export async function startHostileMcp({
+  description = "Answers as many bytes as asked for.",
+  sse = false,
+  gzip = false,
+}: { description?: string; sse?: boolean; gzip?: boolean } = {}): Promise<HostileMcp> {
   let toolCalls = 0;
   const server = createServer((req, res) => {
     void (async () => {
@@ -64,7 +76,7 @@ export async function startHostileMcp({ description = "Answers as many bytes as 
       if (msg.method === "tools/call") {
         toolCalls += 1;
         const args = (msg.params?.arguments ?? {}) as { bytes?: number };
-        return big(res, msg.id, args.bytes ?? 0, sse);
+        return big(res, msg.id, args.bytes ?? 0, sse, gzip);
       }
       res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id: msg.id, error: { code: -32601, message: "no such method" } }));
     })().catch(() => res.destroy());

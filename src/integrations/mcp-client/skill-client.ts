@@ -5,7 +5,6 @@ import { OutboundBlockedError, ResponseTooLargeError, type FetchLike } from "../
 import { propagatingFetch } from "../outbound/trace-context.js";
 import { clean, jsonReason } from "../outbound/upstream-reason.js";
 import { authenticatedFetch, type LiveSkillAuth } from "./auth-fetch.js";
-import { requestSignals } from "./request-signal.js";
 import { SkillError } from "./errors.js";
 
 export interface SkillClientOptions {
@@ -71,10 +70,12 @@ function callKeyOf(body: unknown): string | undefined {
 // gives a JSON body's error to the call, but an SSE stream's only to
 // `onerror`, and the call would wait for its answer until the call timeout
 // (then retried as a timeout): here the call is aborted with that error at once.
+// Only SSE bodies are wrapped: a JSON body's error already reaches the call.
 function abortingTooLarge(fetch: FetchLike, calls: CallsInFlight): FetchLike {
   return async (url, init) => {
     const res = await fetch(url, init);
-    const call = res.status === 200 && res.body ? calls.get(callKeyOf(init?.body) ?? "") : undefined;
+    const streamed = res.status === 200 && res.body && res.headers.get("content-type")?.includes("text/event-stream");
+    const call = streamed ? calls.get(callKeyOf(init?.body) ?? "") : undefined;
     if (!call || !res.body) return res;
     const reader = res.body.getReader();
     const body = new ReadableStream<Uint8Array>({
@@ -106,7 +107,7 @@ export class SkillClient {
     const client = new Client({ name: "agentplane", version: options.version });
     const calls: CallsInFlight = new Map();
     const transport = new StreamableHTTPClientTransport(new URL(options.url), {
-      fetch: abortingTooLarge(authenticatedFetch(propagatingFetch(requestSignals(options.fetch)), options.auth), calls) as never, // the SDK's FetchLike is the web fetch signature
+      fetch: abortingTooLarge(authenticatedFetch(propagatingFetch(options.fetch), options.auth), calls) as never, // the SDK's FetchLike is the web fetch signature
     });
     try {
       await client.connect(transport, { timeout: options.callTimeoutMs });

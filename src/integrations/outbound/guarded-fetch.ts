@@ -1,7 +1,10 @@
 import { lookup } from "node:dns";
 import { isIP, type LookupFunction } from "node:net";
-import { Agent, fetch as undiciFetch } from "undici";
+import { pipeline, type Readable, type Transform } from "node:stream";
+import zlib from "node:zlib";
+import { Agent, request, type Dispatcher } from "undici";
 import type { AddressPolicy } from "./address-policy.js";
+import { webBody } from "./web-body.js";
 
 export class OutboundBlockedError extends Error {
   override name = "OutboundBlockedError";
@@ -41,11 +44,69 @@ function forOrigin(headers: Headers): Headers {
 
 export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Response>;
 
+// Statuses whose responses have no body (the Response constructor refuses one).
+const NULL_BODY = new Set([204, 205, 304]);
+
+// The body of a request, as undici's request API takes it, with the
+// content type fetch would give it. Customer-facing callers send JSON text
+// (MCP, model providers) and forms (token requests); nothing else is needed.
+function requestBody(body: RequestInit["body"], headers: Headers): string | Uint8Array | undefined {
+  if (body === undefined || body === null) return undefined;
+  const typed = (type: string) => {
+    if (!headers.has("content-type")) headers.set("content-type", type);
+  };
+  if (typeof body === "string") {
+    typed("text/plain;charset=UTF-8");
+    return body;
+  }
+  if (body instanceof URLSearchParams) {
+    typed("application/x-www-form-urlencoded;charset=UTF-8");
+    return body.toString();
+  }
+  if (body instanceof ArrayBuffer) return new Uint8Array(body);
+  if (ArrayBuffer.isView(body)) return new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
+  throw new TypeError("the outbound fetch sends text, form or byte bodies only");
+}
+
+// A decoder for the content coding fetch would decode; none for identity, a
+// list of codings or one it does not know (the body is then given as sent).
+function decoderFor(coding: string | undefined): Transform | undefined {
+  const flush = { flush: zlib.Z_SYNC_FLUSH, finishFlush: zlib.Z_SYNC_FLUSH };
+  switch (coding?.trim().toLowerCase()) {
+    case "gzip":
+    case "x-gzip":
+      return zlib.createGunzip(flush);
+    case "deflate":
+      return zlib.createInflate(flush);
+    case "br":
+      return zlib.createBrotliDecompress();
+    default:
+      return undefined;
+  }
+}
+
+function headersOf(raw: Record<string, string | string[] | undefined>): Headers {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(raw)) {
+    if (Array.isArray(value)) for (const v of value) headers.append(name, v);
+    else if (value !== undefined) headers.append(name, value);
+  }
+  return headers;
+}
+
 // A fetch for customer-controlled URLs. The check happens in the connection's
 // own DNS lookup, so the socket connects to exactly the addresses that were
 // checked (no second resolution to rebind); literal IPs are checked up front.
+//
+// Built on undici's request API rather than its fetch: a skill call through
+// fetch cost about 400 µs of CPU against 125 µs here (web streams and the
+// spec's request machinery per call; bench/README, "Skill calls on the runtime
+// thread"). What callers rely on is kept: a web Response resolved at the
+// headers whose body streams, the caller's signal (its reason as the error),
+// network failures as `TypeError: fetch failed` with the cause, gzip,
+// deflate and br bodies decoded, and the size limit counted on decoded bytes.
 export function createGuardedFetch(options: GuardedFetchOptions): FetchLike {
-  const { policy } = options;
+  const { policy, maxResponseBytes } = options;
   const guardedLookup: LookupFunction = (hostname, lookupOptions, callback) => {
     lookup(hostname, { ...lookupOptions, all: true }, (err, addresses) => {
       if (err) return callback(err, "", 0);
@@ -61,23 +122,38 @@ export function createGuardedFetch(options: GuardedFetchOptions): FetchLike {
   };
   const dispatcher = new Agent({ connect: { lookup: guardedLookup } });
 
-  const limited = (res: Response): Response => {
-    const length = res.headers.get("content-length");
-    const declared = Number(length ?? "0");
-    if (declared > options.maxResponseBytes) throw new ResponseTooLargeError(`response of ${declared} bytes is over the limit`);
-    // A declared length bounds an unencoded body (HTTP framing); only bodies
-    // of unknown or encoded length are counted as they stream.
-    if (!res.body || (length !== null && !res.headers.has("content-encoding"))) return res;
-    let seen = 0;
-    const counter = new TransformStream<Uint8Array, Uint8Array>({
-      transform(chunk, controller) {
-        seen += chunk.byteLength;
-        if (seen > options.maxResponseBytes) controller.error(new ResponseTooLargeError("response is over the size limit"));
-        else controller.enqueue(chunk);
-      },
-    });
-    return new Response(res.body.pipeThrough(counter), { status: res.status, statusText: res.statusText, headers: res.headers });
-  };
+  // One hop: the request sent, its answer as a web Response.
+  async function send(url: URL, method: string, headers: Headers, body: string | Uint8Array | undefined, signal: AbortSignal | null | undefined): Promise<Response> {
+    if (!headers.has("accept")) headers.set("accept", "*/*");
+    let answer: Dispatcher.ResponseData;
+    try {
+      answer = await request(url, { method: method as Dispatcher.HttpMethod, headers: Object.fromEntries(headers), body, signal: signal ?? undefined, dispatcher });
+    } catch (err) {
+      if (signal?.aborted) throw signal.reason;
+      throw new TypeError("fetch failed", { cause: err });
+    }
+    const { statusCode: status, statusText } = answer;
+    const responseHeaders = headersOf(answer.headers);
+    if (status < 200 || status > 599) {
+      answer.body.destroy();
+      throw new TypeError("fetch failed", { cause: new Error(`the server answered with status ${status}`) });
+    }
+    if (method === "HEAD" || NULL_BODY.has(status)) {
+      answer.body.destroy();
+      return new Response(null, { status, statusText, headers: responseHeaders });
+    }
+    const declared = Number(responseHeaders.get("content-length") ?? "0");
+    if (declared > maxResponseBytes) {
+      answer.body.destroy();
+      throw new ResponseTooLargeError(`response of ${declared} bytes is over the limit`);
+    }
+    // Counted as the caller will read it, decoded: a small compressed body
+    // may decode to far more than the limit.
+    const decoder = decoderFor(responseHeaders.get("content-encoding") ?? undefined);
+    const stream: Readable = decoder ? pipeline(answer.body, decoder, () => {}) : answer.body;
+    const decoded = webBody(stream, maxResponseBytes, () => new ResponseTooLargeError("response is over the size limit"));
+    return new Response(decoded, { status, statusText, headers: responseHeaders });
+  }
 
   // Redirects are followed here, never by undici, so that every hop is
   // checked and credentials stay with the origin they were meant for.
@@ -86,26 +162,22 @@ export function createGuardedFetch(options: GuardedFetchOptions): FetchLike {
     const method = (init.method ?? "GET").toUpperCase();
     const mode = init.redirect ?? "follow";
     let headers = new Headers(init.headers);
+    const body = requestBody(init.body, headers);
     for (let hop = 0; ; hop++) {
       if (url.protocol !== "http:" && url.protocol !== "https:") throw new OutboundBlockedError(`${url.protocol} URLs are not allowed`);
       // WHATWG URL parsing already turned 2130706433, 0x7f.1 and 127.1 into 127.0.0.1.
       const host = url.hostname.replace(/^\[|\]$/g, "");
       const refusal = isIP(host) ? policy.check(host) : undefined;
       if (refusal) throw addressRefused(refusal);
-      const res = (await undiciFetch(url, {
-        ...(init as object),
-        headers: Object.fromEntries(headers),
-        redirect: "manual",
-        dispatcher,
-      } as Parameters<typeof undiciFetch>[1])) as unknown as Response; // undici's Response is the web Response
+      const res = await send(url, method, headers, body, init.signal);
       const location = res.status >= 300 && res.status < 400 ? res.headers.get("location") : null;
-      if (location === null || mode === "manual") return limited(res);
+      if (location === null || mode === "manual") return res;
       const next = URL.canParse(location, url.href) ? new URL(location, url) : undefined;
       if (mode === "error") {
         await res.body?.cancel();
         throw new RedirectRefusedError(`${url.origin} answered HTTP ${res.status} redirecting to ${next?.origin ?? "an invalid location"}; redirects are not followed for this request`);
       }
-      if (!next || (method !== "GET" && method !== "HEAD") || hop >= (options.maxRedirects ?? 3)) return limited(res);
+      if (!next || (method !== "GET" && method !== "HEAD") || hop >= (options.maxRedirects ?? 3)) return res;
       await res.body?.cancel();
       if (next.origin !== url.origin) headers = forOrigin(headers);
       url = next;
