@@ -407,6 +407,61 @@ describe("redirects never carry credentials to another origin", () => {
   });
 });
 
+describe("the guarded fetch answers as fetch would", () => {
+  const guarded = createGuardedFetch({ policy: new AddressPolicy(["127.0.0.1/32"]), maxResponseBytes: 1024 });
+
+  it("sends fetch's default headers and a form's content type", async () => {
+    const server = await startRecorder((_req, res) => void res.writeHead(200, { "content-type": "application/json" }).end('{"ok":true}'));
+    try {
+      const res = await guarded(server.url, { method: "POST", body: new URLSearchParams({ a: "1" }) });
+      expect([res.status, await res.json()]).toEqual([200, { ok: true }]);
+      expect(server.requests()[0]!.headers).toMatchObject({
+        accept: "*/*",
+        "user-agent": expect.stringMatching(/^agentplane\//),
+        "content-type": "application/x-www-form-urlencoded;charset=UTF-8",
+        "content-length": "3",
+      });
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("refuses a declared length over the limit at once, and errors a longer chunked body as it is read", async () => {
+    const server = await startRecorder((req, res) => {
+      if (req.url === "/declared") return void res.writeHead(200, { "content-length": "2048" }).end("x".repeat(2048));
+      // A stream that does not end.
+      if (req.url === "/open") return void res.writeHead(200).write("x".repeat(500));
+      res.writeHead(200);
+      res.write("x".repeat(1000));
+      res.end("x".repeat(1000));
+    });
+    try {
+      await expect(guarded(`${server.url}/declared`)).rejects.toThrow("response of 2048 bytes is over the limit");
+      const res = await guarded(`${server.url}/chunked`);
+      expect(res.headers.get("transfer-encoding")).toBe("chunked");
+      await expect(res.text()).rejects.toThrow("response is over the size limit");
+      // A body the caller stops reading closes its connection, with nothing left unhandled.
+      const cancelled = await guarded(`${server.url}/open`);
+      const reader = cancelled.body!.getReader();
+      expect((await reader.read()).value).toHaveLength(500);
+      await reader.cancel();
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("answers 204 with no body, and a server that hangs up as fetch failed", async () => {
+    const server = await startRecorder((req, res) => (req.url === "/gone" ? void res.destroy() : void res.writeHead(204).end()));
+    try {
+      const res = await guarded(server.url);
+      expect([res.status, res.body]).toEqual([204, null]);
+      await expect(guarded(`${server.url}/gone`)).rejects.toThrow("fetch failed");
+    } finally {
+      await server.close();
+    }
+  });
+});
+
 it("an open skill still works through the shared guard", async () => {
   const mcp = await startOpenMcp();
   try {

@@ -4,6 +4,7 @@ import { pipeline, type Readable, type Transform } from "node:stream";
 import zlib from "node:zlib";
 import { Agent, request, type Dispatcher } from "undici";
 import type { AddressPolicy } from "./address-policy.js";
+import { VERSION } from "../../version.js";
 import { webBody } from "./web-body.js";
 
 export class OutboundBlockedError extends Error {
@@ -43,6 +44,8 @@ function forOrigin(headers: Headers): Headers {
 }
 
 export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Response>;
+
+const USER_AGENT = `agentplane/${VERSION}`;
 
 // Statuses whose responses have no body (the Response constructor refuses one).
 const NULL_BODY = new Set([204, 205, 304]);
@@ -85,6 +88,13 @@ function decoderFor(coding: string | undefined): Transform | undefined {
   }
 }
 
+// A body not read: its connection closed. Destroyed without a reason, undici's
+// body emits an abort error, which nobody else listens for.
+function discard(body: Readable): void {
+  body.on("error", () => {});
+  body.destroy();
+}
+
 function headersOf(raw: Record<string, string | string[] | undefined>): Headers {
   const headers = new Headers();
   for (const [name, value] of Object.entries(raw)) {
@@ -124,7 +134,9 @@ export function createGuardedFetch(options: GuardedFetchOptions): FetchLike {
 
   // One hop: the request sent, its answer as a web Response.
   async function send(url: URL, method: string, headers: Headers, body: string | Uint8Array | undefined, signal: AbortSignal | null | undefined): Promise<Response> {
+    // fetch's defaults: some servers' firewalls refuse a request without a user agent.
     if (!headers.has("accept")) headers.set("accept", "*/*");
+    if (!headers.has("user-agent")) headers.set("user-agent", USER_AGENT);
     let answer: Dispatcher.ResponseData;
     try {
       answer = await request(url, { method: method as Dispatcher.HttpMethod, headers: Object.fromEntries(headers), body, signal: signal ?? undefined, dispatcher });
@@ -135,16 +147,17 @@ export function createGuardedFetch(options: GuardedFetchOptions): FetchLike {
     const { statusCode: status, statusText } = answer;
     const responseHeaders = headersOf(answer.headers);
     if (status < 200 || status > 599) {
-      answer.body.destroy();
+      discard(answer.body);
       throw new TypeError("fetch failed", { cause: new Error(`the server answered with status ${status}`) });
     }
     if (method === "HEAD" || NULL_BODY.has(status)) {
-      answer.body.destroy();
+      // Read to its (empty) end, so the connection is kept.
+      void answer.body.dump().catch(() => {});
       return new Response(null, { status, statusText, headers: responseHeaders });
     }
     const declared = Number(responseHeaders.get("content-length") ?? "0");
     if (declared > maxResponseBytes) {
-      answer.body.destroy();
+      discard(answer.body);
       throw new ResponseTooLargeError(`response of ${declared} bytes is over the limit`);
     }
     // Counted as the caller will read it, decoded: a small compressed body

@@ -33,7 +33,7 @@ export function webBody(stream: Readable, limit: number, tooLarge: () => Error):
           done = true;
           controller.close();
         });
-        stream.once("error", fail);
+        stream.on("error", fail);
         // Closed with neither an end nor an error: the answer was cut short.
         stream.once("close", () => fail(new TypeError("terminated")));
       },
