@@ -12,9 +12,11 @@
 //     process, then drained by a `serve` started on it: runs/s;
 //   start: event → run start (runs.start_time − events.receive_time) at
 //     200 events/s, p50/p99;
-//   BENCH_PLAN=step keeps the agent's one tool call (a trivial MCP server in
-//     this process) instead of an empty plan: the issue's one-step runs,
-//     with the runs still queued 5 s after the paced load;
+//   BENCH_PLAN=step keeps the agent's one tool call instead of an empty plan:
+//     the issue's one-step runs, with the runs still queued 5 s after the
+//     paced load; the tool on a trivial MCP server in this process, or with
+//     BENCH_MCP=hello the guide's hello-mcp (the MCP SDK's server, its own
+//     process; lib/mcp-servers.ts);
 //   graphile-worker: a Fastify process adding one job per POST (addJob) with
 //     its runner at the same concurrency, paced as agentplane is (BENCH_PEER=0
 //     leaves it out, for quick runs comparing agentplane with itself).
@@ -34,7 +36,7 @@ import { describeHost, ownChild, removeScratchDir, runBench, scratchDir } from "
 import { CLI, counter, drain, emptyPlan, freePort, Service, sleep, startJwks, SUBJECT, type Counter } from "../lib/serve.js";
 import { percentile } from "../lib/stats.js";
 import { printTable } from "../lib/table.js";
-import { startTrivialMcp, type TrivialMcp } from "../lib/trivial-mcp.js";
+import { mcpKind, startMcpServer, type McpServerProcess } from "../lib/mcp-servers.js";
 
 const exec = promisify(execFile);
 const PEER = fileURLToPath(new URL("./graphile-peer.js", import.meta.url));
@@ -55,6 +57,7 @@ const PEER_CONCURRENCY = positiveInt("BENCH_PEER_CONCURRENCY", 32);
 const WITH_PEER = process.env.BENCH_PEER !== "0";
 const PLAN = process.env.BENCH_PLAN ?? "empty";
 if (PLAN !== "empty" && PLAN !== "step") throw new Error(`BENCH_PLAN: "empty" or "step", got "${PLAN}"`);
+const MCP = mcpKind("BENCH_MCP", "trivial");
 const ENGINES = (process.env.BENCH_ENGINES ?? "postgres,sqlite").split(",").map((e) => e.trim());
 for (const e of ENGINES) if (e !== "sqlite" && e !== "postgres") throw new Error(`BENCH_ENGINES: "sqlite" and/or "postgres", got "${e}"`);
 
@@ -188,10 +191,10 @@ async function session(engine: string): Promise<Session> {
 }
 
 // The tenant's agent (an empty plan), its trigger and source; the source's webhook URL headers.
-async function provision(s: Session, service: Service, token: string, mcp: TrivialMcp): Promise<string> {
-  const { skill } = await service.call<{ skill: { id: string } }>(token, "CreateSkill", { skill: { name: "trivial", mcpUrl: mcp.url } });
+async function provision(s: Session, service: Service, token: string, mcp: McpServerProcess): Promise<string> {
+  const { skill } = await service.call<{ skill: { id: string } }>(token, "CreateSkill", { skill: { name: mcp.kind, mcpUrl: mcp.url } });
   const { agent } = await service.call<{ agent: { id: string } }>(token, "CreateAgent", {
-    agent: { name: "empty", skillIds: [skill.id], steps: [{ skillId: skill.id, tool: "ok", arguments: "" }] },
+    agent: { name: "empty", skillIds: [skill.id], steps: [{ skillId: skill.id, tool: mcp.tool.name, arguments: mcp.tool.arguments }] },
   });
   if (PLAN === "empty") await emptyPlan(s.dir, s.db?.url, agent.id);
   await service.call(token, "CreateTrigger", { trigger: { agentId: agent.id, webhook: { eventTypePattern: "order.*" } } });
@@ -230,7 +233,7 @@ async function startLatencies(s: Session, since: number): Promise<number[]> {
   return rows.map((r) => r.ms);
 }
 
-async function engineRun(engine: string, jwks: { url: string; token: string }, mcp: TrivialMcp): Promise<EngineResult> {
+async function engineRun(engine: string, jwks: { url: string; token: string }, mcp: McpServerProcess): Promise<EngineResult> {
   const result: EngineResult = { engine, sweep: [], drains: [] };
   const s = await session(engine);
   try {
@@ -374,7 +377,7 @@ const pct = (n: number) => `${(n * 100).toFixed(0)} %`;
 async function main(): Promise<void> {
   console.log(`the run engine: ${[...ENGINES, ...(WITH_PEER ? ["graphile-worker"] : [])].join(", ")} on one PostgreSQL; ${describeHost()}`);
   console.log(`paced ${RATE}/s for ${SECONDS} s; sweep ${SWEEP.join(", ")}/s for ${SWEEP_SECONDS} s each; drains of ${BACKLOGS.join(", ")} runs; start latency at ${START_RATE}/s`);
-  const mcp = await startTrivialMcp();
+  const mcp = await startMcpServer(MCP);
   const jwks = await startJwks();
   const results: EngineResult[] = [];
   let graphile: PeerResult | undefined;
@@ -383,10 +386,10 @@ async function main(): Promise<void> {
     if (ENGINES.includes("postgres") && WITH_PEER) graphile = await peer();
   } finally {
     jwks.close();
-    await mcp.close();
+    await mcp.stop();
   }
   console.log();
-  console.log(`paced ${RATE} events/s for ${SECONDS} s (agentplane: ${PLAN === "empty" ? "empty plans" : "one tool call a run"}, its default concurrency${graphile ? `; graphile-worker: concurrency ${PEER_CONCURRENCY}, local queue ${graphile.localQueue}, completeJobBatchDelay 0` : ""})`);
+  console.log(`paced ${RATE} events/s for ${SECONDS} s (agentplane: ${PLAN === "empty" ? "empty plans" : `one tool call a run on ${MCP === "hello" ? "hello-mcp" : "the trivial MCP server"}`}, its default concurrency${graphile ? `; graphile-worker: concurrency ${PEER_CONCURRENCY}, local queue ${graphile.localQueue}, completeJobBatchDelay 0` : ""})`);
   const pacedRows = results.filter((r) => r.paced).map((r) => [r.engine, f0(r.paced!.acked), String(r.paced!.refused), f1(r.paced!.p50), f1(r.paced!.p99), f0(r.paced!.runsPerSec), String(r.paced!.queuedEnd), pct(r.paced!.generatorCpu)]);
   if (graphile) pacedRows.push(["graphile-worker", f0(graphile.paced.acked), String(graphile.paced.refused), f1(graphile.paced.p50), f1(graphile.paced.p99), f0(graphile.paced.jobsPerSec), String(graphile.paced.queuedEnd), pct(graphile.paced.generatorCpu)]);
   printTable(["", "acked/s", "refused", "ack p50 ms", "ack p99 ms", "runs (jobs) done/s", "queued at end", "generator CPU"], pacedRows, [0]);

@@ -5,26 +5,25 @@
 // every thread's V8 heap, and checks that RSS levels off: its peak over the
 // last third of the run is at most a bound above its peak over the middle
 // third. Writes the samples (CSV) and a plot (SVG) of them.
-import { execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { nonNegativeInt, positiveInt } from "../lib/env.js";
+import { mcpKind, startMcpServer } from "../lib/mcp-servers.js";
 import { latencyPercentile, pacedLoad } from "../lib/paced.js";
 import { freshDatabase } from "../lib/postgres.js";
-import { describeHost, ownChild, removeScratchDir, runBench, scratchDir } from "../lib/run.js";
+import { describeHost, removeScratchDir, runBench, scratchDir } from "../lib/run.js";
 import { CLI, counter, drain, emptyPlan, freePort, Service, sleep, startJwks, SUBJECT } from "../lib/serve.js";
 import { slope } from "../lib/stats.js";
 import { lineChart, type Series } from "../lib/svg-plot.js";
 import { printTable } from "../lib/table.js";
-import { startTrivialMcp } from "../lib/trivial-mcp.js";
 
 const exec = promisify(execFile);
 const HERE = dirname(fileURLToPath(import.meta.url));
 // dist/bench/soak → the repository root.
 const ROOT = resolve(HERE, "../../..");
-const HELLO_MCP = join(ROOT, "docs/guide/examples/hello-mcp.mjs");
 const PRELOAD = join(HERE, "thread-heap.cjs");
 
 const MINUTES = positiveInt("BENCH_SOAK_MINUTES", 30);
@@ -41,11 +40,10 @@ const THREADS = process.env.BENCH_SOAK_THREADS;
 // `add` with arguments computed from the event (JSONata, in the expression
 // sandbox); trivial: bench/lib/trivial-mcp.ts in the bench process, tool `ok`
 // without arguments (no expression evaluated: the MCP path alone).
-const MCP = process.env.BENCH_SOAK_MCP ?? "hello";
+const MCP = mcpKind("BENCH_SOAK_MCP", "hello");
 const SOCKETS = nonNegativeInt("BENCH_PACED_CONNECTIONS", 200);
 const OUT = resolve(process.env.BENCH_SOAK_OUT ?? join(ROOT, "bench/soak"));
 if (ENGINE !== "sqlite" && ENGINE !== "postgres") throw new Error(`BENCH_ENGINES: "sqlite" or "postgres" (one), got "${ENGINE}"`);
-if (MCP !== "hello" && MCP !== "trivial") throw new Error(`BENCH_SOAK_MCP: "hello" or "trivial", got "${MCP}"`);
 if (RUNS !== "step" && RUNS !== "empty") throw new Error(`BENCH_RUNS: "step" or "empty", got "${RUNS}"`);
 if (!(MAX_GROWTH >= 0)) throw new Error("BENCH_SOAK_MAX_GROWTH_MB must be a non-negative number");
 
@@ -81,27 +79,6 @@ function threadHeaps(dir: string, pid: number): Map<number, number> {
     heaps.set(last.thread, last.used / MB);
   }
   return heaps;
-}
-
-interface McpServerProcess {
-  url: string;
-  pid: number;
-  tool: { name: string; arguments: string };
-  stop(): Promise<void> | void;
-}
-
-async function startMcp(): Promise<McpServerProcess> {
-  if (MCP === "trivial") {
-    const trivial = await startTrivialMcp();
-    return { url: trivial.url, pid: process.pid, tool: { name: "ok", arguments: "" }, stop: () => trivial.close() };
-  }
-  const port = await freePort();
-  const child = ownChild(spawn(process.execPath, [HELLO_MCP, String(port)], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] }));
-  await new Promise<void>((resolve, reject) => {
-    child.stdout!.once("data", () => resolve());
-    child.once("exit", (code) => reject(new Error(`hello-mcp exited with ${code}`)));
-  });
-  return { url: `http://127.0.0.1:${port}/mcp`, pid: child.pid!, tool: { name: "add", arguments: '{"a": event.payload.order, "b": 1}' }, stop: () => void child.kill("SIGKILL") };
 }
 
 function writePlot(samples: Sample[], title: string): string {
@@ -140,7 +117,7 @@ async function main(): Promise<void> {
   mkdirSync(heapDir);
   const db = ENGINE === "postgres" ? await freshDatabase() : undefined;
   const jwks = await startJwks();
-  const mcp = await startMcp();
+  const mcp = await startMcpServer(MCP);
   let service: Service | undefined;
   try {
     await exec(process.execPath, [CLI, "tenant", "create", "bench", "--admin", SUBJECT], {
