@@ -2,7 +2,9 @@
 // stay attached to the long-lived signals a run hands down, and the pool of
 // clients and OAuth sessions holds a bounded number of skills whatever the
 // number of skills, versions and deletions a process has seen.
-import { getEventListeners } from "node:events";
+import { spawn } from "node:child_process";
+import { getEventListeners, once } from "node:events";
+import { join } from "node:path";
 import { SkillPool, type SkillConnection } from "../src/integrations/mcp-client/skill-pool.js";
 import { SkillClient } from "../src/integrations/mcp-client/skill-client.js";
 import { createOutboundFetch } from "../src/integrations/outbound/outbound.js";
@@ -114,4 +116,16 @@ test("the client's own long-lived signal does not collect a listener per request
   } finally {
     await client.close();
   }
+});
+
+test("many calls in flight on one client raise no listener-leak warning: one listener each is what they hold", async () => {
+  // In a process of its own: Node prints the warning to stderr, once a process.
+  const child = spawn(process.execPath, [join(process.cwd(), "dist/test/support/concurrent-skill-calls.js")], { stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+  child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+  const [code] = (await once(child, "exit")) as [number | null];
+  expect({ code, stdout: stdout.trim() }).toEqual({ code: 0, stdout: "done 40" });
+  expect(stderr).not.toMatch(/MaxListenersExceededWarning/);
 });

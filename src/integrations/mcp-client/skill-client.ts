@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
@@ -95,6 +96,24 @@ function abortingTooLarge(fetch: FetchLike, calls: CallsInFlight): FetchLike {
   };
 }
 
+// The SDK's transport hands one signal, for the client's whole life, to every
+// request, and each request in flight holds one listener on it until its
+// answer closes (the skill-memory test checks that none stays). A pooled
+// client with more than ten calls in flight would make Node print its
+// "possible EventTarget memory leak" warning for what is no leak; the calls in
+// flight are bounded by the runtime's concurrency.
+function inFlightListeners(fetch: FetchLike): FetchLike {
+  const raised = new WeakSet<AbortSignal>();
+  return (url, init) => {
+    const signal = init?.signal;
+    if (signal && !raised.has(signal)) {
+      setMaxListeners(0, signal);
+      raised.add(signal);
+    }
+    return fetch(url, init);
+  };
+}
+
 // One customer MCP server, through the MCP SDK client over Streamable HTTP.
 export class SkillClient {
   private constructor(
@@ -107,7 +126,7 @@ export class SkillClient {
     const client = new Client({ name: "agentplane", version: options.version });
     const calls: CallsInFlight = new Map();
     const transport = new StreamableHTTPClientTransport(new URL(options.url), {
-      fetch: abortingTooLarge(authenticatedFetch(propagatingFetch(options.fetch), options.auth), calls) as never, // the SDK's FetchLike is the web fetch signature
+      fetch: abortingTooLarge(authenticatedFetch(propagatingFetch(inFlightListeners(options.fetch)), options.auth), calls) as never, // the SDK's FetchLike is the web fetch signature
     });
     try {
       await client.connect(transport, { timeout: options.callTimeoutMs });
