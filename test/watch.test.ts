@@ -350,18 +350,15 @@ describe("bounds", () => {
   });
 
   it("ends open streams OK on shutdown, without holding the close", async () => {
-    // The streams would end by themselves only after 10 minutes idle.
-    const other = await serve({ streams: { idleMs: 600_000 } });
+    // The streams would end by themselves only after ten hours idle: a close
+    // that waited for them would not end within the test's timeout.
+    const other = await serve({ streams: { idleMs: 36_000_000 } });
     const streams = PROTOCOLS.map((p) => {
       const client = createClient(PlatformService, transport(other, p));
       return read((signal) => client.watchEvents({}, { headers: headers("ops", "acme"), signal }));
     });
     await until(() => other.app.platform.openStreams() === 3);
-    const started = Date.now();
     await other.close();
-    // Room for any load, and a twentieth of the streams' idle end that a
-    // stream holding the close would wait for.
-    expect(Date.now() - started).toBeLessThan(30_000);
     for (const r of streams) expect((await r.done).error).toBeUndefined();
     expect(other.store.signals.tenantListeners()).toBe(0);
   });
