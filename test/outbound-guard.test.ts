@@ -3,6 +3,7 @@
 // guard: refused addresses, redirects that would carry credentials elsewhere,
 // and upstream error bodies that must not reach a run's error verbatim.
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
+import { createServer as createNetServer, type AddressInfo } from "node:net";
 import type { DevIssuer } from "../src/integrations/identity/dev-issuer.js";
 import { AddressPolicy } from "../src/integrations/outbound/address-policy.js";
 import { createGuardedFetch, OutboundBlockedError } from "../src/integrations/outbound/guarded-fetch.js";
@@ -447,6 +448,17 @@ describe("the guarded fetch answers as fetch would", () => {
       await reader.cancel();
     } finally {
       await server.close();
+    }
+  });
+
+  it("answers a status line whose reason phrase holds control characters, without its reason", async () => {
+    const raw = createNetServer((socket) => socket.once("data", () => socket.end(Buffer.from("HTTP/1.1 200 o\x7fk\x01\r\ncontent-length: 2\r\n\r\nhi", "latin1"))));
+    await new Promise<void>((resolve) => raw.listen(0, "127.0.0.1", resolve));
+    try {
+      const res = await guarded(`http://127.0.0.1:${(raw.address() as AddressInfo).port}/`);
+      expect([res.status, res.statusText, await res.text()]).toEqual([200, "", "hi"]);
+    } finally {
+      await new Promise((resolve) => raw.close(resolve));
     }
   });
 

@@ -47,6 +47,9 @@ export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Respo
 
 const USER_AGENT = `agentplane/${VERSION}`;
 
+// RFC 9110's reason-phrase: tab, space, visible ASCII and obs-text.
+const REASON_PHRASE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
 // Statuses whose responses have no body (the Response constructor refuses one).
 const NULL_BODY = new Set([204, 205, 304]);
 
@@ -144,7 +147,10 @@ export function createGuardedFetch(options: GuardedFetchOptions): FetchLike {
       if (signal?.aborted) throw signal.reason;
       throw new TypeError("fetch failed", { cause: err });
     }
-    const { statusCode: status, statusText } = answer;
+    const { statusCode: status } = answer;
+    // The Response constructor refuses a reason phrase a lenient parser let
+    // through (control characters); the status is what callers read.
+    const statusText = REASON_PHRASE.test(answer.statusText) ? answer.statusText : "";
     const responseHeaders = headersOf(answer.headers);
     if (status < 200 || status > 599) {
       discard(answer.body);
