@@ -36,7 +36,7 @@ import { describeHost, ownChild, removeScratchDir, runBench, scratchDir } from "
 import { CLI, counter, drain, emptyPlan, freePort, Service, sleep, startJwks, SUBJECT, type Counter } from "../lib/serve.js";
 import { percentile } from "../lib/stats.js";
 import { printTable } from "../lib/table.js";
-import { mcpKind, startMcpServer, type McpServerProcess } from "../lib/mcp-servers.js";
+import { MCP_NAMES, mcpKind, startMcpServer, type McpServerProcess } from "../lib/mcp-servers.js";
 
 const exec = promisify(execFile);
 const PEER = fileURLToPath(new URL("./graphile-peer.js", import.meta.url));
@@ -389,7 +389,7 @@ async function main(): Promise<void> {
     await mcp.stop();
   }
   console.log();
-  console.log(`paced ${RATE} events/s for ${SECONDS} s (agentplane: ${PLAN === "empty" ? "empty plans" : `one tool call a run on ${MCP === "hello" ? "hello-mcp" : "the trivial MCP server"}`}, its default concurrency${graphile ? `; graphile-worker: concurrency ${PEER_CONCURRENCY}, local queue ${graphile.localQueue}, completeJobBatchDelay 0` : ""})`);
+  console.log(`paced ${RATE} events/s for ${SECONDS} s (agentplane: ${PLAN === "empty" ? "empty plans" : `one tool call a run on ${MCP_NAMES[MCP]}`}, its default concurrency${graphile ? `; graphile-worker: concurrency ${PEER_CONCURRENCY}, local queue ${graphile.localQueue}, completeJobBatchDelay 0` : ""})`);
   const pacedRows = results.filter((r) => r.paced).map((r) => [r.engine, f0(r.paced!.acked), String(r.paced!.refused), f1(r.paced!.p50), f1(r.paced!.p99), f0(r.paced!.runsPerSec), String(r.paced!.queuedEnd), pct(r.paced!.generatorCpu)]);
   if (graphile) pacedRows.push(["graphile-worker", f0(graphile.paced.acked), String(graphile.paced.refused), f1(graphile.paced.p50), f1(graphile.paced.p99), f0(graphile.paced.jobsPerSec), String(graphile.paced.queuedEnd), pct(graphile.paced.generatorCpu)]);
   printTable(["", "acked/s", "refused", "ack p50 ms", "ack p99 ms", "runs (jobs) done/s", "queued at end", "generator CPU"], pacedRows, [0]);

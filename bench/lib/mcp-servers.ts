@@ -16,6 +16,9 @@ const HELLO_MCP = join(ROOT, "docs/guide/examples/hello-mcp.mjs");
 
 export type McpKind = "trivial" | "hello";
 
+// How a bench's output names each.
+export const MCP_NAMES: Record<McpKind, string> = { trivial: "the trivial MCP server", hello: "hello-mcp" };
+
 export interface McpServerProcess {
   kind: McpKind;
   url: string;

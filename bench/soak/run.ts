@@ -11,7 +11,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { nonNegativeInt, positiveInt } from "../lib/env.js";
-import { mcpKind, startMcpServer } from "../lib/mcp-servers.js";
+import { MCP_NAMES, mcpKind, startMcpServer } from "../lib/mcp-servers.js";
 import { latencyPercentile, pacedLoad } from "../lib/paced.js";
 import { freshDatabase } from "../lib/postgres.js";
 import { describeHost, removeScratchDir, runBench, scratchDir } from "../lib/run.js";
@@ -109,7 +109,7 @@ function writePlot(samples: Sample[], title: string): string {
 
 async function main(): Promise<void> {
   const seconds = MINUTES * 60;
-  console.log(`soak (${ENGINE}, runs: ${RUNS === "step" ? `one tool call on ${MCP === "hello" ? "hello-mcp" : "the trivial MCP server"}` : "empty plans"}): ${RATE} events/s for ${MINUTES} min, open loop, sampled every ${SAMPLE_SECONDS} s`);
+  console.log(`soak (${ENGINE}, runs: ${RUNS === "step" ? `one tool call on ${MCP_NAMES[MCP]}` : "empty plans"}): ${RATE} events/s for ${MINUTES} min, open loop, sampled every ${SAMPLE_SECONDS} s`);
   console.log(describeHost());
   const dir = scratchDir("agentplane-bench-soak-");
   mkdirSync(OUT, { recursive: true });

@@ -103,13 +103,8 @@ function abortingTooLarge(fetch: FetchLike, calls: CallsInFlight): FetchLike {
 // "possible EventTarget memory leak" warning for what is no leak; the calls in
 // flight are bounded by the runtime's concurrency.
 function inFlightListeners(fetch: FetchLike): FetchLike {
-  const raised = new WeakSet<AbortSignal>();
   return (url, init) => {
-    const signal = init?.signal;
-    if (signal && !raised.has(signal)) {
-      setMaxListeners(0, signal);
-      raised.add(signal);
-    }
+    if (init?.signal) setMaxListeners(0, init.signal);
     return fetch(url, init);
   };
 }

@@ -137,9 +137,6 @@ export function createGuardedFetch(options: GuardedFetchOptions): FetchLike {
 
   // One hop: the request sent, its answer as a web Response.
   async function send(url: URL, method: string, headers: Headers, body: string | Uint8Array | undefined, signal: AbortSignal | null | undefined): Promise<Response> {
-    // fetch's defaults: some servers' firewalls refuse a request without a user agent.
-    if (!headers.has("accept")) headers.set("accept", "*/*");
-    if (!headers.has("user-agent")) headers.set("user-agent", USER_AGENT);
     let answer: Dispatcher.ResponseData;
     try {
       answer = await request(url, { method: method as Dispatcher.HttpMethod, headers: Object.fromEntries(headers), body, signal: signal ?? undefined, dispatcher });
@@ -181,6 +178,10 @@ export function createGuardedFetch(options: GuardedFetchOptions): FetchLike {
     const method = (init.method ?? "GET").toUpperCase();
     const mode = init.redirect ?? "follow";
     let headers = new Headers(init.headers);
+    // fetch's defaults (kept on a hop to another origin): some servers'
+    // firewalls refuse a request without a user agent.
+    if (!headers.has("accept")) headers.set("accept", "*/*");
+    if (!headers.has("user-agent")) headers.set("user-agent", USER_AGENT);
     const body = requestBody(init.body, headers);
     for (let hop = 0; ; hop++) {
       if (url.protocol !== "http:" && url.protocol !== "https:") throw new OutboundBlockedError(`${url.protocol} URLs are not allowed`);
