@@ -6,6 +6,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { Worker } from "node:worker_threads";
 import Database from "better-sqlite3";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import postgres from "postgres";
@@ -148,9 +149,26 @@ export function counter(dir: string, databaseUrl: string | undefined): Counter {
     const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
     return { counts: async () => tally(await sql.unsafe<{ status: string; n: number }[]>(query)), close: () => sql.end() };
   }
-  const db = new Database(join(dir, "agentplane.db"), { readonly: true, fileMustExist: true });
-  const stmt = db.prepare<[], { status: string; n: number }>(query.replace("::int", ""));
-  return { counts: async () => tally(stmt.all()), close: async () => void db.close() };
+  // Off this thread: see count-thread.ts.
+  const thread = new Worker(new URL("./count-thread.js", import.meta.url), { workerData: join(dir, "agentplane.db") });
+  const waiting = new Map<number, { resolve(rows: { status: string; n: number }[]): void; reject(error: unknown): void }>();
+  let next = 0;
+  thread.on("message", ({ id, rows }: { id: number; rows: { status: string; n: number }[] }) => {
+    waiting.get(id)?.resolve(rows);
+    waiting.delete(id);
+  });
+  thread.on("error", (error) => {
+    for (const w of waiting.values()) w.reject(error);
+    waiting.clear();
+  });
+  return {
+    counts: () =>
+      new Promise<{ status: string; n: number }[]>((resolve, reject) => {
+        waiting.set(++next, { resolve, reject });
+        thread.postMessage(next);
+      }).then(tally),
+    close: async () => void (await thread.terminate()),
+  };
 }
 
 // The API refuses an agent with nothing to run; the "empty" runs measure the
