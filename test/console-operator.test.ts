@@ -10,7 +10,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { createAuthenticator } from "../src/integrations/identity/index.js";
-import { launchBrowser, newUser } from "./support/browser.js";
+import { apiSettled, launchBrowser, newUser } from "./support/browser.js";
 import { startOpenMcp, type CustomerMcp } from "./support/customer-mcp.js";
 import { freeLoopbackPort } from "./support/listen.js";
 import { startModelServer, type ModelServer } from "./support/model-server.js";
@@ -361,6 +361,7 @@ describe("the console an operator opens, in Chromium", () => {
 
   test("at 390 px wide no page scrolls sideways", async () => {
     const { page, context } = await newUser(browser);
+    const settled = apiSettled(page);
     try {
       await page.setViewportSize({ width: 390, height: 844 });
       await login(page, "alice");
@@ -380,8 +381,7 @@ describe("the console an operator opens, in Chromium", () => {
       const widths: Record<string, number> = {};
       for (const [path, heading] of checks) {
         await open(page, path, heading);
-        // Best effort, as before pages kept a patience: a page holding a watch stream is never idle.
-        await page.waitForLoadState("networkidle", { timeout: 15_000 }).catch(() => {});
+        await settled();
         widths[path] = await page.evaluate<number>("document.scrollingElement.scrollWidth");
         if (path === "/runs") await docShot(page, "runs-390px");
       }
@@ -393,6 +393,7 @@ describe("the console an operator opens, in Chromium", () => {
 
   test("a viewer sees no write form or button anywhere", async () => {
     const { page, context, errors: viewerErrors } = await newUser(browser);
+    const settled = apiSettled(page);
     try {
       await login(page, "victor");
       const writes = /^(New (agent|skill|trigger|source)|Edit|Delete|Run agent|Cancel run|Send test event|Rotate token|Rotate signing secret|Replay( event)?|Run again with this input|Refresh tools|Try it|Run the expression)$/;
@@ -414,8 +415,7 @@ describe("the console an operator opens, in Chromium", () => {
       ];
       for (const [path, heading] of pages) {
         await open(page, path, heading);
-        // Best effort, as before pages kept a patience: a page holding a watch stream is never idle.
-        await page.waitForLoadState("networkidle", { timeout: 15_000 }).catch(() => {});
+        await settled();
         expect([path, await page.getByRole("button", { name: writes }).count()]).toEqual([path, 0]);
         expect([path, await page.getByRole("link", { name: writes }).count()]).toEqual([path, 0]);
         expect([path, await page.locator("main form:not(.filters):not([role='search'])").count()]).toEqual([path, 0]);

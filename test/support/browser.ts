@@ -4,7 +4,7 @@
 import { existsSync, mkdirSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { chromium, type Browser, type BrowserContext, type Page, type Request } from "playwright-core";
 import { PATIENCE_MS } from "./wait.js";
 
 export const CHROMIUM = "/usr/bin/chromium";
@@ -46,6 +46,34 @@ export async function newUser(browser: Browser): Promise<{ context: BrowserConte
     if (msg.type() === "error" && /Content Security Policy/i.test(msg.text())) errors.push(msg.text());
   });
   return { context, page, errors };
+}
+
+// A wait for the page's API calls to be answered and drawn: none in flight,
+// and none started across two animation frames (what an answer renders, and
+// the calls its effects start, come within them). Not Playwright's
+// "networkidle": a page holding a watch stream is never idle by it, and a
+// wait for it ended only at its timeout there (15 s a page). Watch streams
+// are left out; they stay open for as long as the page.
+export function apiSettled(page: Page): () => Promise<void> {
+  const unary = (r: Request) => /\/platform\.v1\.PlatformService\/(?!Watch)/.test(r.url());
+  let inFlight = 0;
+  let started = 0;
+  page.on("request", (r) => {
+    if (!unary(r)) return;
+    inFlight++;
+    started++;
+  });
+  const ended = (r: Request) => {
+    if (unary(r)) inFlight--;
+  };
+  page.on("requestfinished", ended).on("requestfailed", ended);
+  return async () => {
+    for (;;) {
+      const before = started;
+      await page.evaluate("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))");
+      if (inFlight === 0 && started === before) return;
+    }
+  };
 }
 
 export async function screenshot(page: Page, name: string): Promise<void> {
