@@ -153,17 +153,21 @@ export function counter(dir: string, databaseUrl: string | undefined): Counter {
   const thread = new Worker(new URL("./count-thread.js", import.meta.url), { workerData: join(dir, "agentplane.db") });
   const waiting = new Map<number, { resolve(rows: { status: string; n: number }[]): void; reject(error: unknown): void }>();
   let next = 0;
+  // Set once the thread is gone: a count asked of it then would never be answered.
+  let failed: unknown;
   thread.on("message", ({ id, rows }: { id: number; rows: { status: string; n: number }[] }) => {
     waiting.get(id)?.resolve(rows);
     waiting.delete(id);
   });
   thread.on("error", (error) => {
+    failed = error;
     for (const w of waiting.values()) w.reject(error);
     waiting.clear();
   });
   return {
     counts: () =>
       new Promise<{ status: string; n: number }[]>((resolve, reject) => {
+        if (failed !== undefined) return reject(failed);
         waiting.set(++next, { resolve, reject });
         thread.postMessage(next);
       }).then(tally),
